@@ -1,0 +1,1 @@
+"""The command line: thin modules that parse, call one library function and render."""

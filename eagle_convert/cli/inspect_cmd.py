@@ -1,0 +1,38 @@
+"""`eagle-convert inspect PATH`: what a draft checkpoint is (headers only, no torch)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+
+class AuxConvention(str, Enum):
+    output_of = "output-of"
+    input_to = "input-to"
+
+
+def inspect(
+    path: Path = typer.Argument(..., help="Draft checkpoint directory, .safetensors file or config.json."),
+    target: Path | None = typer.Option(
+        None, "--target", help="Target model directory or config.json: gives N, target hidden size and family."
+    ),
+    aux_convention: AuxConvention | None = typer.Option(
+        None, "--aux-convention", help="Declare what the aux-layer ids mean, overriding detection."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Write one JSON object (schemas/inspect-report.schema.json)."),
+) -> None:
+    """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
+    from eagle_convert.console import render_inspect, stdout_console, write_json
+    from eagle_convert.inspect_api import inspect_checkpoint
+
+    report = inspect_checkpoint(path, target, aux_convention.value if aux_convention else None)
+    if as_json:
+        write_json(report.to_dict())
+    else:
+        render_inspect(report, stdout_console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect")(inspect)

@@ -1,0 +1,67 @@
+"""The `eagle-convert` entry point: builds the command tree and renders errors once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from eagle_convert import __version__
+from eagle_convert.cli import inspect_cmd
+from eagle_convert.errors import EagleConvertError
+
+DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
+EXIT_INTERNAL = 4
+
+app = typer.Typer(
+    name="eagle-convert",
+    help="Inspect, normalize and verify EAGLE3 speculative-decoding draft checkpoints.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"eagle-convert {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Inspect, normalize and verify EAGLE3 speculative-decoding draft checkpoints."""
+
+
+inspect_cmd.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; typed errors become `Error:`/`Hint:` lines on stderr and their exit code."""
+    from eagle_convert.console import render_error, stderr_console
+
+    try:
+        app(args=argv, prog_name="eagle-convert")  # standalone: typer reports usage errors itself (exit 2)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except EagleConvertError as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        render_error(stderr_console(), exc.message, exc.hint)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are rendered
+        if os.environ.get(DEBUG_ENV):
+            raise
+        render_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}",
+                     f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it")
+        return EXIT_INTERNAL
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Rendering of results: rich tables for people, JSON for machines (plain stdout writes, never through rich)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from eagle_convert.findings import Finding
+from eagle_convert.inspect_api import InspectReport
+
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def stdout_console() -> Console:
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    return Console(file=sys.stdout, highlight=False, width=width)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False)
+
+
+def write_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _kv_table(title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    return table
+
+
+def _row(table: Table, key: str, value: object) -> None:
+    table.add_row(key, Text("-" if value is None else str(value)))
+
+
+def render_findings(console: Console, findings: list[Finding]) -> None:
+    if not findings:
+        console.print("No findings.")
+        return
+    table = Table(title="Findings", title_justify="left")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    for f in findings:
+        table.add_row(f.rule_id, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), Text(f.message))
+    console.print(table)
+
+
+def render_inspect(report: InspectReport, console: Console) -> None:
+    doc = report.to_dict()
+    fmt, aux, vocab, tensors = doc["format"], doc["aux_layers"], doc["vocab"], doc["tensors"]
+
+    overview = _kv_table(f"Draft checkpoint {report.path}")
+    _row(overview, "producer", f"{fmt['producer']} ({fmt['confidence']} confidence)")
+    for line in fmt["evidence"]:
+        _row(overview, "", f"- {line}")
+    _row(overview, "architectures", ", ".join(doc["architectures"]) or None)
+    _row(overview, "weights", f"{fmt['weight_format']}, {len(fmt['shards'])} file(s)"
+         + (", sharded" if fmt["sharded"] else ""))
+    _row(overview, "layer prefix", fmt["layer_prefix"])
+    _row(overview, "draft layers", fmt["num_draft_layers"])
+    _row(overview, "attention", f"{doc['attention'].upper()} ({doc['attention_evidence']})")
+    _row(overview, "EAGLE version", doc["eagle_version"] + ("  [MoE draft]" if doc["moe"] else ""))
+    for name, value in doc["flags"].items():
+        _row(overview, name, f"{str(value).lower()} ({doc['flag_sources'][name]})")
+    console.print(overview)
+    console.print()
+
+    layers = _kv_table("Aux-layer ids")
+    _row(layers, "ids", aux["ids"])
+    _row(layers, "location", aux["location"])
+    _row(layers, "convention", f"{aux['convention']} ({aux['confidence']} confidence)")
+    for line in aux["evidence"]:
+        _row(layers, "", f"- {line}")
+    _row(layers, "trained on", f"hs{aux['hidden_state_indices']}" if aux["hidden_state_indices"] else None)
+    for convention, picked in aux["readings"].items():
+        _row(layers, f"if {convention}", f"hs{picked}")
+    for engine, read in aux["engines"].items():
+        picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] else "needs the target's N"
+        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
+    target = doc["target"]
+    _row(layers, "target", f"family {target['family'] or '?'} from {target['family_source']}; "
+         f"N={target['num_hidden_layers'] or '?'}")
+    _row(layers, "K aux states", f"{doc['num_aux_hidden_states']} ({doc['num_aux_hidden_states_source']})")
+    console.print(layers)
+    console.print()
+
+    dims = _kv_table("Dimensions and vocabulary")
+    for key, value in doc["dims"].items():
+        if value is not None and key != "draft_vocab_size_key":
+            _row(dims, key, value)
+    _row(dims, "target_hidden_size (effective)", doc["target_hidden_size"])
+    _row(dims, "vocab", f"V={vocab['vocab_size']}, Vd={vocab['draft_vocab_size']} "
+         f"(draft_vocab_size {vocab['draft_vocab_size_key']}), d2t={vocab['has_d2t']}, t2d={vocab['has_t2d']}, "
+         f"lm_head={vocab['has_lm_head']}, embed_tokens={vocab['has_embed_tokens']}")
+    console.print(dims)
+    console.print()
+
+    if tensors["count"]:
+        table = Table(title=f"Tensors: {tensors['count']}, {_human_bytes(tensors['total_bytes'])}",
+                      title_justify="left")
+        table.add_column("module")
+        table.add_column("tensors", justify="right")
+        table.add_column("dtypes")
+        table.add_column("size", justify="right")
+        for g in tensors["groups"]:
+            table.add_row(Text(g["group"]), str(g["count"]), ", ".join(g["dtypes"]), _human_bytes(g["bytes"]))
+        console.print(table)
+        console.print()
+    render_findings(console, report.findings)
+
+
+def render_error(console: Console, message: str, hint: str | None) -> None:
+    console.print(Text(f"Error: {message}", style="bold red"))
+    if hint:
+        console.print(Text(f"Hint: {hint}"))

@@ -1,0 +1,73 @@
+"""The one error hierarchy of eagle-convert.
+
+Library code raises these; the CLI renders them once (``Error: ...`` / ``Hint: ...`` on stderr) and exits with
+``exit_code``. Every message names the file it is about and the cause, on one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOTHING_TO_CHECK = 3
+
+
+class EagleConvertError(Exception):
+    """Base class: a message that names the file and the cause, and a hint that says what to do."""
+
+    exit_code = EXIT_BAD_INPUT
+    default_hint: str | None = None
+
+    def __init__(self, message: str, *, path: str | Path | None = None, hint: str | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        self.cause = message
+        self.hint = hint if hint is not None else self.default_hint
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        text = " ".join(self.cause.split())  # always one line
+        return f"{self.path}: {text}" if self.path else text
+
+
+class InputError(EagleConvertError):
+    """The input is malformed or unsafe to read (exit 2)."""
+
+
+class HeaderError(InputError):
+    """A safetensors file whose header or data layout is invalid."""
+
+    default_hint = "the file is corrupt or was not written by a safetensors writer; re-export or re-download it"
+
+
+class ShardIndexError(InputError):
+    """A sharded checkpoint whose index disagrees with its shards or names unsafe paths."""
+
+    default_hint = "re-export the checkpoint, or regenerate model.safetensors.index.json from the shards"
+
+
+class ConfigError(InputError):
+    """A config.json that is missing, not valid JSON, or has fields of the wrong type."""
+
+    default_hint = "fix config.json (it must be one JSON object with the draft's settings)"
+
+
+class UnsafePathError(InputError):
+    """A path that would make the tool read or write outside the directory it was given."""
+
+    default_hint = "shard and file names must be plain names inside the checkpoint directory"
+
+
+class UsageError(EagleConvertError):
+    """A command-line usage problem the parser cannot see (exit 2)."""
+
+    default_hint = "run the command with --help to see its options"
+
+
+class NothingToCheckError(EagleConvertError):
+    """The path holds neither a config nor weights (exit 3)."""
+
+    exit_code = EXIT_NOTHING_TO_CHECK
+    default_hint = "point at a draft checkpoint directory (config.json plus *.safetensors)"

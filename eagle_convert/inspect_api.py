@@ -1,0 +1,140 @@
+"""``inspect_checkpoint()``: what a draft checkpoint is, from headers and config only (never imports torch)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert import __version__
+from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.config import TargetConfig
+from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.findings import Finding
+from eagle_convert.layouts import split_name
+from eagle_convert.rules import finding
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TensorGroup:
+    group: str
+    count: int
+    bytes: int
+    dtypes: list[str]
+
+
+@dataclass(frozen=True)
+class InspectReport:
+    path: str
+    checkpoint: Checkpoint
+    spec: DraftSpec
+    groups: list[TensorGroup]
+    findings: list[Finding]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract, validated by schemas/inspect-report.schema.json."""
+        spec, ckpt = self.spec, self.checkpoint
+        aux = spec.aux
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": __version__,
+            "path": self.path,
+            "format": {
+                "producer": spec.producer,
+                "confidence": spec.producer_confidence,
+                "evidence": spec.producer_evidence,
+                "layer_prefix": spec.layer_prefix,
+                "num_draft_layers": spec.num_draft_layers,
+                "weight_format": ckpt.weight_format,
+                "sharded": ckpt.index_path is not None or len(ckpt.shards) > 1,
+                "shards": [asdict(s) for s in ckpt.shards],
+                "pickle_files": list(ckpt.pickle_files),
+            },
+            "attention": spec.attention,
+            "attention_evidence": spec.attention_evidence,
+            "eagle_version": spec.eagle_version,
+            "moe": spec.moe,
+            "architectures": list(spec_architectures(ckpt)),
+            "flags": {name: flag.value for name, flag in _flags(spec)},
+            "flag_sources": {name: flag.source for name, flag in _flags(spec)},
+            "aux_layers": {
+                "ids": aux.ids,
+                "location": aux.location,
+                "top_level_ids": aux.top_level_ids,
+                "eagle_config_ids": aux.eagle_config_ids,
+                "convention": aux.convention,
+                "confidence": aux.confidence,
+                "evidence": aux.evidence,
+                "hidden_state_indices": aux.hidden_state_indices,
+                "readings": aux.readings,
+                "engines": {name: asdict(read) for name, read in aux.engines.items()},
+            },
+            "num_aux_hidden_states": spec.num_aux_hidden_states,
+            "num_aux_hidden_states_source": spec.num_aux_source,
+            "target_hidden_size": spec.target_hidden_size,
+            "target": asdict(spec.target),
+            "dims": asdict(spec.dims),
+            "vocab": {
+                "vocab_size": spec.vocab.vocab_size,
+                "draft_vocab_size": spec.vocab.draft_vocab_size,
+                "draft_vocab_size_key": spec.vocab.draft_vocab_size_key,
+                "has_d2t": spec.vocab.has_d2t,
+                "has_t2d": spec.vocab.has_t2d,
+                "has_lm_head": spec.vocab.has_lm_head,
+                "has_embed_tokens": spec.vocab.has_embed_tokens,
+            },
+            "tensors": {
+                "count": len(ckpt.tensors),
+                "total_bytes": ckpt.total_bytes,
+                "groups": [asdict(g) for g in self.groups],
+                "items": [
+                    {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes, "shard": t.shard}
+                    for t in ckpt.tensors.values()
+                ],
+            },
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def spec_architectures(ckpt: Checkpoint) -> tuple[str, ...]:
+    archs = (ckpt.config or {}).get("architectures")
+    return tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
+
+
+def _flags(spec: DraftSpec) -> list[tuple[str, Any]]:
+    f = spec.flags
+    return [("fc_norm", f.fc_norm), ("norm_output", f.norm_output), ("norm_before_fc", f.norm_before_fc),
+            ("norm_before_residual", f.norm_before_residual)]
+
+
+def group_tensors(ckpt: Checkpoint) -> list[TensorGroup]:
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    dtypes: dict[str, set[str]] = {}
+    for t in ckpt.tensors.values():
+        group = split_name(t.name).group
+        counts[group] += 1
+        sizes[group] += t.nbytes
+        dtypes.setdefault(group, set()).add(t.dtype)
+    return [TensorGroup(g, counts[g], sizes[g], sorted(dtypes[g])) for g in counts]
+
+
+def inspect_checkpoint(
+    path: str | Path,
+    target: str | Path | TargetConfig | None = None,
+    aux_convention: str | None = None,
+) -> InspectReport:
+    """Open ``path`` (headers only), detect its format and return the report. Raises typed errors on bad input."""
+    ckpt = open_checkpoint(path)
+    target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
+    spec = detect(ckpt, target_cfg, aux_convention)
+    found = [finding(n.rule_id, n.message, severity=n.severity) for n in ckpt.notes]
+    if ckpt.weight_format == "pickle":
+        found.append(finding("EC003", f"weights are pickle ({', '.join(ckpt.pickle_files)}): listed, not read; "
+                             "convert with `eagle-convert normalize --allow-pickle`"))
+    elif ckpt.weight_format == "none":
+        found.append(finding("EC004", "no weight files: config only"))
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings)
