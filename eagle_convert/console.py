@@ -22,10 +22,6 @@ def stdout_console() -> Console:
     return Console(file=sys.stdout, highlight=False, width=width)
 
 
-def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False)
-
-
 def write_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
@@ -127,7 +123,8 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     render_findings(console, report.findings)
 
 
-def render_error(console: Console, message: str, hint: str | None) -> None:
-    console.print(Text(f"Error: {message}", style="bold red"))
+def render_error(message: str, hint: str | None) -> None:
+    """``Error: ...`` and ``Hint: ...`` on stderr, each on exactly one line (never wrapped, never marked up)."""
+    sys.stderr.write(f"Error: {message}\n")
     if hint:
-        console.print(Text(f"Hint: {hint}"))
+        sys.stderr.write(f"Hint: {hint}\n")

@@ -108,7 +108,7 @@ def parse_header(raw: bytes, file_size: int, source: str, shard: str) -> Safeten
     except JsonSyntaxError as exc:
         raise HeaderError(f"header is {exc}", path=source) from None
     if not text.startswith("{"):
-        raise HeaderError("header does not start with '{'", path=source)
+        raise HeaderError("header is not a JSON object (it does not start with '{')", path=source)
     try:
         doc = loads_strict(text.rstrip(" "))  # writers pad the header with trailing spaces to align the buffer
     except JsonSyntaxError as exc:

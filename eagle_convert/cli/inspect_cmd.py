@@ -14,9 +14,9 @@ class AuxConvention(str, Enum):
 
 
 def inspect(
-    path: Path = typer.Argument(..., help="Draft checkpoint directory, .safetensors file or config.json."),
+    path: Path = typer.Argument(..., metavar="PATH", help="Draft checkpoint directory, .safetensors file or config.json."),
     target: Path | None = typer.Option(
-        None, "--target", help="Target model directory or config.json: gives N, target hidden size and family."
+        None, "--target", metavar="PATH", help="Target model directory or config.json: gives N, target hidden size and family."
     ),
     aux_convention: AuxConvention | None = typer.Option(
         None, "--aux-convention", help="Declare what the aux-layer ids mean, overriding detection."

@@ -21,7 +21,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    rich_markup_mode=None,
 )
 
 
@@ -43,7 +42,7 @@ inspect_cmd.register(app)
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; typed errors become `Error:`/`Hint:` lines on stderr and their exit code."""
-    from eagle_convert.console import render_error, stderr_console
+    from eagle_convert.console import render_error
 
     try:
         app(args=argv, prog_name="eagle-convert")  # standalone: typer reports usage errors itself (exit 2)
@@ -52,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     except EagleConvertError as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        render_error(stderr_console(), exc.message, exc.hint)
+        render_error(exc.message, exc.hint)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are rendered
         if os.environ.get(DEBUG_ENV):
             raise
-        render_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}",
+        render_error(f"internal error: {type(exc).__name__}: {exc}",
                      f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it")
         return EXIT_INTERNAL
     return 0
