@@ -1,0 +1,85 @@
+"""The two aux-layer id conventions and how each engine reads them (FORMATS.md section 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle_convert.aux_layers import (
+    ConventionInputs,
+    convert_ids,
+    decide_convention,
+    default_hidden_states,
+    engine_reads,
+    to_hidden_states,
+)
+
+
+def test_readings() -> None:
+    assert to_hidden_states([1, 15, 28], "output-of") == [2, 16, 29]
+    assert to_hidden_states([28, 1, 15, 15], "input-to") == [1, 15, 28]
+    assert default_hidden_states(32) == [2, 16, 29]
+    assert convert_ids([1, 15, 28], "output-of", "input-to") == [2, 16, 29]
+    assert convert_ids([2, 16, 29], "input-to", "output-of") == [1, 15, 28]
+
+
+def test_both_conventions_defaults_select_the_same_states() -> None:
+    for n in (12, 32, 61, 94):
+        out_of = [1, n // 2 - 1, n - 4]
+        in_to = [2, n // 2, n - 3]
+        assert to_hidden_states(out_of, "output-of") == to_hidden_states(in_to, "input-to") == default_hidden_states(n)
+
+
+def test_specforge_ids_in_eagle_config_are_read_differently_by_the_engines() -> None:
+    reads = engine_reads(None, [1, 15, 28], "llama", 32)
+    assert reads["vllm"].hidden_state_indices == [1, 15, 28]
+    assert reads["sglang"].hidden_state_indices == [2, 16, 29]
+
+
+@pytest.mark.parametrize(
+    ("family", "ids", "expected"),
+    [
+        ("deepseek", [1, 29, 57], [2, 30, 58]),
+        ("deepseek", [2, 30, 58], [2, 30, 58]),
+        ("qwen", [2, 30, 58], [3, 31, 59]),
+        ("gpt-oss", [1, 11, 21], [1, 11, 21]),
+        (None, [1, 11, 21], None),
+    ],
+)
+def test_sglang_rule_depends_on_target_family(family: str | None, ids: list[int], expected: list[int] | None) -> None:
+    assert engine_reads(None, ids, family, 61)["sglang"].hidden_state_indices == expected
+
+
+def test_ids_only_at_top_level_leave_sglang_on_defaults() -> None:
+    reads = engine_reads([2, 6, 9], None, "llama", 12)
+    assert reads["sglang"].ids_from == "defaults" and reads["sglang"].hidden_state_indices == [2, 6, 9]
+    assert reads["vllm"].ids_from == "top-level"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "convention"),
+    [
+        (ConventionInputs([1, 15, 28], "specforge", "low"), "output-of"),
+        (ConventionInputs([1, 15, 28], "unknown", "low"), "output-of"),
+        (ConventionInputs([2, 30, 58], "specforge", "medium", num_layers=61), "ambiguous"),
+        (ConventionInputs([4, 20, 40], "specforge", "medium"), "ambiguous"),
+        (ConventionInputs([2, 16, 29], "speculators", "high"), "input-to"),
+        (ConventionInputs([3, 17, 30], "modelopt", "high"), "output-of"),
+        (ConventionInputs([1, 15, 28], "speculators", "high"), "ambiguous"),
+        (ConventionInputs(None, "modelopt", "high"), "default"),
+        (ConventionInputs([4, 20, 40], "unknown", "low", user_convention="input-to"), "input-to"),
+        (ConventionInputs([2, 30, 58], "canonical", "high", recorded_convention="input-to"), "input-to"),
+    ],
+)
+def test_decide_convention(inputs: ConventionInputs, convention: str) -> None:
+    call = decide_convention(inputs)
+    assert call.convention == convention
+    assert call.evidence  # every call states why
+
+
+def test_kimi_first_id_two_names_both_default_patterns() -> None:
+    call = decide_convention(ConventionInputs([2, 30, 58], "specforge", "medium", num_layers=61))
+    assert any("input-to defaults" in e for e in call.evidence)
+
+
+def test_conflict_is_flagged() -> None:
+    assert decide_convention(ConventionInputs([1, 15, 28], "speculators", "high")).conflict

@@ -1,0 +1,92 @@
+"""Detection on every real trainer config in shared/, paired with header-only weights of its real shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from eagle_convert.inspect_api import inspect_checkpoint
+from fixtures.real import SHARED, real_config_paths, write_real_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
+PATHS = real_config_paths()
+
+# What a careful reader of each annotated config concludes (SOURCES.md says where each came from).
+EXPECTED: dict[str, dict[str, object]] = {
+    "eagle1__train-config_vicuna_7B.json": {"producer": "eagle1", "eagle_version": "eagle1", "rule": "EC001"},
+    "eagle1__train-config_EAGLE-LLaMA3-Instruct-8B.json": {"producer": "eagle1", "eagle_version": "eagle1",
+                                                            "rule": "EC001"},
+    "eagle__traineagle3-config_llama3.1-8b.json": {"producer": "eagle", "attention": "mha", "convention": "default"},
+    "specforge__branch-add-moe-draft-head_qwen3-30B-A3B-eagle3-moe-draft.json": {"moe": True, "rule": "EC002"},
+    "specforge__pr574_qwen3.5-122b-a10b-eagle3-moe.json": {"moe": True, "rule": "EC002"},
+    "specforge__pr186_deepseek-r1-eagle3_DeepseekV3ForCausalLMEagle3.json": {
+        "producer": "specforge", "attention": "mla", "moe": False},
+    "specforge__mla-branch_TINY_MLA_DRAFT_CONFIG_DeepseekV3ForCausalLMEagle3.json": {
+        "producer": "specforge", "attention": "mla"},
+    "specforge__deepseek-v3-671b-eagle3.json": {"producer": "specforge", "convention": "output-of",
+                                                "ids": [1, 29, 57], "location": "eagle_config"},
+    "specforge__pr476_kimi-k25-eagle3.json": {"convention": "ambiguous", "rule": "EC101"},
+    "specforge__pr530_step-3.5-flash-eagle3.json": {"convention": "ambiguous", "rule": "EC101"},
+    "specforge__qwen3-30B-A3B-eagle3.1.json": {"eagle_version": "eagle3.1", "fc_norm": True, "norm_output": True,
+                                               "rule": "EC206"},
+    "specforge__pr553_gemma3-27b-eagle3_use_aux_norm.json": {"eagle_version": "eagle3.1", "fc_norm": True,
+                                                             "rule": "EC202"},
+    "specforge__qwen3-8b-eagle3.json": {"producer": "specforge", "attention": "mha", "convention": "default"},
+    "angelslim__qwen3-8b-eagle3.json": {"producer": "angelslim", "convention": "default"},
+    "angelslim__qwen3-30b-a3b-eagle3.json": {"producer": "angelslim", "moe": False},
+    "torchspec__kimi_k25_eagle3_mla.json": {"producer": "torchspec", "attention": "mla", "convention": "output-of"},
+    "torchspec__qwen3_8b_eagle3_mla.json": {"attention": "mla"},
+    "modelopt__TEMPLATE_kimik2_eagle_template_config.json": {"producer": "modelopt", "attention": "mla"},
+    "modelopt__TEMPLATE_llama_eagle_template_config.json": {"producer": "modelopt"},
+    "modelopt__ARCH-DEFAULT_default_eagle_config.json": {"producer": "modelopt"},
+    "specforge__pr256_kimi-k2-eagle3_mtp-derived.json": {"attention": "mla", "moe": False},
+}
+
+
+def test_the_shared_configs_are_there() -> None:
+    assert len(PATHS) >= 90, SHARED
+    assert set(EXPECTED) <= {p.name for p in PATHS}
+
+
+@pytest.mark.parametrize("config", PATHS, ids=[f"{p.parent.name}/{p.name}" for p in PATHS])
+def test_real_config_inspects_without_crash(tmp_path: Path, config: Path) -> None:
+    ckpt = write_real_checkpoint(config, tmp_path / "draft")
+    doc = inspect_checkpoint(ckpt).to_dict()
+    VALIDATOR.validate(doc)
+    assert (ckpt / "config.json").read_bytes() == config.read_bytes()
+    raw = json.loads(config.read_text())
+    if doc["tensors"]["count"]:  # the paired header carries the config's real widths
+        sizes = {t["name"]: t["shape"] for t in doc["tensors"]["items"]}
+        hidden = raw.get("hidden_size")
+        assert sizes["norm.weight"] == [hidden]
+    expected = EXPECTED.get(config.name if config.parent == SHARED else "", {})
+    fields = {
+        "producer": doc["format"]["producer"],
+        "attention": doc["attention"],
+        "eagle_version": doc["eagle_version"],
+        "moe": doc["moe"],
+        "convention": doc["aux_layers"]["convention"],
+        "ids": doc["aux_layers"]["ids"],
+        "location": doc["aux_layers"]["location"],
+        "fc_norm": doc["flags"]["fc_norm"],
+        "norm_output": doc["flags"]["norm_output"],
+    }
+    for key, value in expected.items():
+        if key == "rule":
+            assert value in {f["rule_id"] for f in doc["findings"]}, doc["findings"]
+        else:
+            assert fields[key] == value, (key, fields[key])
+
+
+def test_every_moe_config_is_labelled() -> None:
+    """A config that routes its single layer to experts must never be reported as a dense draft."""
+    for path in PATHS:
+        raw = json.loads(path.read_text())
+        routed = (raw.get("num_experts") or 0) > 0 and "Moe" in "".join(raw.get("architectures", []))
+        if routed:
+            doc = inspect_checkpoint(path).to_dict()
+            assert doc["moe"], path.name
