@@ -96,8 +96,9 @@ def engine_reads(
     elif rule is None:
         sglang = EngineRead("sglang", "eagle_config", nested, "depends on the target family (unknown)", None)
     else:
-        sglang = EngineRead("sglang", "eagle_config", nested, f"hs[L{rule}]" if rule == "+1" else rule,
-                            _sglang_indices(nested, rule))
+        sglang = EngineRead(
+            "sglang", "eagle_config", nested, f"hs[L{rule}]" if rule == "+1" else rule, _sglang_indices(nested, rule)
+        )
     return {"vllm": vllm, "sglang": sglang}
 
 
@@ -125,11 +126,13 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
     if inp.user_convention:
         return ConventionCall(inp.user_convention, "high", [f"set by --aux-convention {inp.user_convention}"])
     if inp.recorded_convention:
-        return ConventionCall(inp.recorded_convention, "high",
-                              [f"recorded by eagle-convert provenance: {inp.recorded_convention}"])
+        return ConventionCall(
+            inp.recorded_convention, "high", [f"recorded by eagle-convert provenance: {inp.recorded_convention}"]
+        )
     if not ids:
-        return ConventionCall("default", "high",
-                              ["no aux-layer ids in the config: the engines capture hs[2], hs[N//2], hs[N-3]"])
+        return ConventionCall(
+            "default", "high", ["no aux-layer ids in the config: the engines capture hs[2], hs[N//2], hs[N-3]"]
+        )
 
     evidence: list[str] = []
     by_producer = PRODUCER_CONVENTION.get(inp.producer)
@@ -142,8 +145,10 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
             evidence.append(f"ids equal the input-to defaults [2, N//2, N-3] for N={n}")
 
     if min(ids) == 1:
-        evidence.append("first id is 1: read as input-to it would select hs[1], the output of layer 0, "
-                        "which no trainer's default uses")
+        evidence.append(
+            "first id is 1: read as input-to it would select hs[1], the output of layer 0, "
+            "which no trainer's default uses"
+        )
         if by_producer == "input-to" and trusted:
             evidence.append(f"but {inp.producer} writes input-to ids")
             return ConventionCall("ambiguous", "low", evidence, conflict=True)
@@ -153,7 +158,10 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         return ConventionCall(by_producer, "medium", evidence)
     evidence.append(
         f"first id is {min(ids)}: both readings are plausible"
-        + (f" and the producer ({inp.producer}, {inp.producer_confidence} confidence) does not settle it"
-           if by_producer else "")
+        + (
+            f" and the producer ({inp.producer}, {inp.producer_confidence} confidence) does not settle it"
+            if by_producer
+            else ""
+        )
     )
     return ConventionCall("ambiguous", "low", evidence)

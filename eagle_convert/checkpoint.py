@@ -83,13 +83,20 @@ def _open_file(path: Path) -> Checkpoint:
         config_path = root / CONFIG_NAME
         if not config_path.is_file():
             raise ConfigError(
-                f"no {CONFIG_NAME} next to the weights", path=path,
+                f"no {CONFIG_NAME} next to the weights",
+                path=path,
                 hint=f"put the draft's {CONFIG_NAME} in {root}, or pass the directory",
             )
         header = read_header(path)
         return Checkpoint(
-            path, root, _read_config(config_path), config_path, None,
-            (_shard_info(header),), _tensor_map([header], path), (),
+            path,
+            root,
+            _read_config(config_path),
+            config_path,
+            None,
+            (_shard_info(header),),
+            _tensor_map([header], path),
+            (),
         )
     if path.suffix == ".json":
         return Checkpoint(path, root, _read_config(path), path, None, (), {}, ())
@@ -98,7 +105,8 @@ def _open_file(path: Path) -> Checkpoint:
         config = _read_config(config_path) if config_path.is_file() else None
         return Checkpoint(path, root, config, config_path if config else None, None, (), {}, (path.name,))
     raise InputError(
-        "not a checkpoint file", path=path,
+        "not a checkpoint file",
+        path=path,
         hint="pass a checkpoint directory, a .safetensors file, or a config.json",
     )
 
@@ -129,7 +137,9 @@ def _open_dir(root: Path) -> Checkpoint:
         headers, tensors = _read_sharded(root, index_path)
         named = {h.path.name for h in headers}
         notes.extend(
-            ReaderNote("EC014", "warning", f"{name} is not named by {index_name}; engines that follow the index skip it")
+            ReaderNote(
+                "EC014", "warning", f"{name} is not named by {index_name}; engines that follow the index skip it"
+            )
             for name in safetensors
             if name not in named
         )
@@ -137,15 +147,25 @@ def _open_dir(root: Path) -> Checkpoint:
         headers = [_read_shard(root, name) for name in safetensors]
         tensors = _tensor_map(headers, root)
         if len(headers) > 1:
-            notes.append(ReaderNote(
-                "EC014", "info",
-                f"{len(headers)} safetensors files and no index: all were read as shards, as the engines do",
-            ))
+            notes.append(
+                ReaderNote(
+                    "EC014",
+                    "info",
+                    f"{len(headers)} safetensors files and no index: all were read as shards, as the engines do",
+                )
+            )
     if headers and pickles:
         notes.append(ReaderNote("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
     return Checkpoint(
-        root, root, config, config_path, index_path,
-        tuple(_shard_info(h) for h in headers), tensors, pickles, tuple(notes),
+        root,
+        root,
+        config,
+        config_path,
+        index_path,
+        tuple(_shard_info(h) for h in headers),
+        tensors,
+        pickles,
+        tuple(notes),
     )
 
 

@@ -145,8 +145,10 @@ class DraftConfig:
 
         hidden, heads = r.int("hidden_size"), r.int("num_attention_heads")
         explicit_head_dim = r.int("head_dim")
-        draft_vocab_key = "absent" if r.find("draft_vocab_size") is None else (
-            "null" if r.value("draft_vocab_size") is None else "present"
+        draft_vocab_key = (
+            "absent"
+            if r.find("draft_vocab_size") is None
+            else ("null" if r.value("draft_vocab_size") is None else "present")
         )
         dims = Dims(
             hidden_size=hidden,
@@ -258,7 +260,11 @@ class TargetConfig:
         path = Path(path)
         config_path = path / "config.json" if path.is_dir() else path
         if not config_path.is_file():
-            raise ConfigError("target config.json not found", path=config_path, hint="--target takes a model directory or its config.json")
+            raise ConfigError(
+                "target config.json not found",
+                path=config_path,
+                hint="--target takes a model directory or its config.json",
+            )
         return cls.from_dict(load_json_object(config_path, ConfigError, "target config"), config_path)
 
     @classmethod
@@ -269,8 +275,11 @@ class TargetConfig:
         r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
         layers, hidden = r.int("num_hidden_layers"), r.int("hidden_size")
         if layers is None or hidden is None:
-            raise ConfigError("target config has no num_hidden_layers/hidden_size", path=src,
-                              hint="--target must be the target model's config (for VLMs, the one with text_config)")
+            raise ConfigError(
+                "target config has no num_hidden_layers/hidden_size",
+                path=src,
+                hint="--target must be the target model's config (for VLMs, the one with text_config)",
+            )
         outer_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
         inner_type = scope.get("model_type") if isinstance(scope.get("model_type"), str) else outer_type
         rope_scaling = r.value("rope_scaling")

@@ -68,8 +68,11 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     for line in fmt["evidence"]:
         _row(overview, "", f"- {line}")
     _row(overview, "architectures", ", ".join(doc["architectures"]) or None)
-    _row(overview, "weights", f"{fmt['weight_format']}, {len(fmt['shards'])} file(s)"
-         + (", sharded" if fmt["sharded"] else ""))
+    _row(
+        overview,
+        "weights",
+        f"{fmt['weight_format']}, {len(fmt['shards'])} file(s)" + (", sharded" if fmt["sharded"] else ""),
+    )
     _row(overview, "layer prefix", fmt["layer_prefix"])
     _row(overview, "draft layers", fmt["num_draft_layers"])
     _row(overview, "attention", f"{doc['attention'].upper()} ({doc['attention_evidence']})")
@@ -92,8 +95,11 @@ def render_inspect(report: InspectReport, console: Console) -> None:
         picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] else "needs the target's N"
         _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
     target = doc["target"]
-    _row(layers, "target", f"family {target['family'] or '?'} from {target['family_source']}; "
-         f"N={target['num_hidden_layers'] or '?'}")
+    _row(
+        layers,
+        "target",
+        f"family {target['family'] or '?'} from {target['family_source']}; N={target['num_hidden_layers'] or '?'}",
+    )
     _row(layers, "K aux states", f"{doc['num_aux_hidden_states']} ({doc['num_aux_hidden_states_source']})")
     console.print(layers)
     console.print()
@@ -103,15 +109,20 @@ def render_inspect(report: InspectReport, console: Console) -> None:
         if value is not None and key != "draft_vocab_size_key":
             _row(dims, key, value)
     _row(dims, "target_hidden_size (effective)", doc["target_hidden_size"])
-    _row(dims, "vocab", f"V={vocab['vocab_size']}, Vd={vocab['draft_vocab_size']} "
-         f"(draft_vocab_size {vocab['draft_vocab_size_key']}), d2t={vocab['has_d2t']}, t2d={vocab['has_t2d']}, "
-         f"lm_head={vocab['has_lm_head']}, embed_tokens={vocab['has_embed_tokens']}")
+    _row(
+        dims,
+        "vocab",
+        f"V={vocab['vocab_size']}, Vd={vocab['draft_vocab_size']} "
+        f"(draft_vocab_size {vocab['draft_vocab_size_key']}), d2t={vocab['has_d2t']}, t2d={vocab['has_t2d']}, "
+        f"lm_head={vocab['has_lm_head']}, embed_tokens={vocab['has_embed_tokens']}",
+    )
     console.print(dims)
     console.print()
 
     if tensors["count"]:
-        table = Table(title=f"Tensors: {tensors['count']}, {_human_bytes(tensors['total_bytes'])}",
-                      title_justify="left")
+        table = Table(
+            title=f"Tensors: {tensors['count']}, {_human_bytes(tensors['total_bytes'])}", title_justify="left"
+        )
         table.add_column("module")
         table.add_column("tensors", justify="right")
         table.add_column("dtypes")

@@ -20,7 +20,7 @@ from eagle_convert.aux_layers import (
     to_hidden_states,
 )
 from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.config import DraftConfig, Dims, TargetConfig, family_of
+from eagle_convert.config import Dims, DraftConfig, TargetConfig, family_of
 from eagle_convert.findings import Finding
 from eagle_convert.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
 from eagle_convert.producers import PROVENANCE_KEY, Facts, recognise
@@ -83,8 +83,14 @@ class DraftSpec:
     findings: list[Finding]
 
 
-_ARCH_FAMILY_HINTS = (("deepseek", "deepseek"), ("kimi", "deepseek"), ("gptoss", "gpt-oss"), ("qwen", "qwen"),
-                      ("llama", "llama"), ("mistral", "llama"))
+_ARCH_FAMILY_HINTS = (
+    ("deepseek", "deepseek"),
+    ("kimi", "deepseek"),
+    ("gptoss", "gpt-oss"),
+    ("qwen", "qwen"),
+    ("llama", "llama"),
+    ("mistral", "llama"),
+)
 _MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "DeepseekV3ForCausalLMEagle3", "DeepSeekForCausalLMEagle3"})
 
 
@@ -113,8 +119,10 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
             out.append(finding("EC009", f"pre-fused tensor {n.name}: normalize splits it", subject=n.name))
 
     flags = _flags(facts, call.producer, out)
-    version = "eagle1" if call.producer == "eagle1" else (
-        "eagle3.1" if flags.fc_norm.value or flags.norm_output.value else "eagle3"
+    version = (
+        "eagle1"
+        if call.producer == "eagle1"
+        else ("eagle3.1" if flags.fc_norm.value or flags.norm_output.value else "eagle3")
     )
     if version == "eagle3.1" and flags.fc_norm.value != flags.norm_output.value:
         on = "fc_norm" if flags.fc_norm.value else "norm_output"
@@ -124,8 +132,15 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     ths, k, k_source = _aux_count(facts, tinfo, out)
     aux = _aux_layers(cfg, call.producer, call.confidence, tinfo, aux_convention, out)
     if aux.ids and k_source != "default" and len(set(aux.ids)) != k:
-        out.append(finding("EC107", f"{len(set(aux.ids))} aux-layer ids but K={k} ({k_source})",
-                           subject="eagle_aux_hidden_state_layer_ids", expected=k, actual=len(set(aux.ids))))
+        out.append(
+            finding(
+                "EC107",
+                f"{len(set(aux.ids))} aux-layer ids but K={k} ({k_source})",
+                subject="eagle_aux_hidden_state_layer_ids",
+                expected=k,
+                actual=len(set(aux.ids)),
+            )
+        )
 
     vocab = Vocab(
         vocab_size=cfg.dims.vocab_size,
@@ -166,11 +181,20 @@ def _layers(f: Facts, out: list[Finding]) -> tuple[str | None, int]:
     prefixes = Counter(n.outer + n.layer_prefix for n in layer_names if n.layer == indices[0])
     prefix = prefixes.most_common(1)[0][0]
     if len(prefixes) > 1:
-        out.append(finding("EC007", f"layer {indices[0]} is stored under several prefixes {sorted(prefixes)}: "
-                           "an engine loads one and leaves the other's weights random", actual=sorted(prefixes)))
+        out.append(
+            finding(
+                "EC007",
+                f"layer {indices[0]} is stored under several prefixes {sorted(prefixes)}: "
+                "an engine loads one and leaves the other's weights random",
+                actual=sorted(prefixes),
+            )
+        )
     if len(indices) > 1:
-        out.append(finding("EC006", f"{len(indices)} draft layers ({prefix.split('.')[0]} indices {indices})",
-                           actual=len(indices)))
+        out.append(
+            finding(
+                "EC006", f"{len(indices)} draft layers ({prefix.split('.')[0]} indices {indices})", actual=len(indices)
+            )
+        )
     return prefix, len(indices)
 
 
@@ -188,8 +212,15 @@ def _attention(f: Facts, out: list[Finding]) -> tuple[str, str]:
     elif locals_ & {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.qkv_proj.weight"}:
         by_weights = "mha"
     if by_weights and by_config and by_weights != by_config:
-        out.append(finding("EC007", f"config describes {by_config.upper()} attention but the weights are "
-                           f"{by_weights.upper()}", subject="self_attn", expected=by_config, actual=by_weights))
+        out.append(
+            finding(
+                "EC007",
+                f"config describes {by_config.upper()} attention but the weights are {by_weights.upper()}",
+                subject="self_attn",
+                expected=by_config,
+                actual=by_weights,
+            )
+        )
     if by_weights:
         return by_weights, "attention projection tensor names"
     if by_config == "mla":
@@ -226,8 +257,13 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
     if cfg.fc_norm is not None:
         fc_norm = Flag(cfg.fc_norm, "fc_norm")
         if cfg.use_aux_norm is not None and cfg.use_aux_norm != cfg.fc_norm:
-            out.append(finding("EC201", f"fc_norm is {cfg.fc_norm} but legacy use_aux_norm is {cfg.use_aux_norm}",
-                               subject="use_aux_norm"))
+            out.append(
+                finding(
+                    "EC201",
+                    f"fc_norm is {cfg.fc_norm} but legacy use_aux_norm is {cfg.use_aux_norm}",
+                    subject="use_aux_norm",
+                )
+            )
     elif cfg.use_aux_norm is not None:
         fc_norm = Flag(cfg.use_aux_norm, "use_aux_norm (legacy)")
     elif fc_norm_weights or legacy_weights:
@@ -236,22 +272,44 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         fc_norm = Flag(False, "default")
     if cfg.use_aux_norm is not None or legacy_weights:
         what = "use_aux_norm" if cfg.use_aux_norm is not None else ", ".join(legacy_weights)
-        out.append(finding("EC202", f"legacy EAGLE3.1 naming ({what}): vLLM ignores the flag and refuses the "
-                           "tensors; normalize renames them", subject=what))
+        out.append(
+            finding(
+                "EC202",
+                f"legacy EAGLE3.1 naming ({what}): vLLM ignores the flag and refuses the "
+                "tensors; normalize renames them",
+                subject=what,
+            )
+        )
     norm_weights = fc_norm_weights or legacy_weights
     if has_weights and fc_norm.value and not norm_weights:
-        out.append(finding("EC201", f"{fc_norm.source} is on but there are no fc_norm weights: the engines "
-                           "would run random norms", subject="fc_norm"))
+        out.append(
+            finding(
+                "EC201",
+                f"{fc_norm.source} is on but there are no fc_norm weights: the engines would run random norms",
+                subject="fc_norm",
+            )
+        )
     if has_weights and not fc_norm.value and norm_weights:
-        out.append(finding("EC201", f"fc_norm weights ({', '.join(norm_weights)}) but the flag is off: SGLang "
-                           "ignores them silently, vLLM refuses to load", subject="fc_norm"))
+        out.append(
+            finding(
+                "EC201",
+                f"fc_norm weights ({', '.join(norm_weights)}) but the flag is off: SGLang "
+                "ignores them silently, vLLM refuses to load",
+                subject="fc_norm",
+            )
+        )
 
     # norm_before_fc: vLLM lets eagle_config's value win; SGLang reads only the top level.
     if cfg.eagle_config_norm_before_fc is not None:
         nbf = Flag(cfg.eagle_config_norm_before_fc, "eagle_config.norm_before_fc")
         if cfg.eagle_config_norm_before_fc and not cfg.norm_before_fc:
-            out.append(finding("EC204", "norm_before_fc is set only inside eagle_config: vLLM applies it, SGLang "
-                               "skips the norm silently", subject="eagle_config.norm_before_fc"))
+            out.append(
+                finding(
+                    "EC204",
+                    "norm_before_fc is set only inside eagle_config: vLLM applies it, SGLang skips the norm silently",
+                    subject="eagle_config.norm_before_fc",
+                )
+            )
     elif cfg.norm_before_fc is not None:
         nbf = Flag(cfg.norm_before_fc, "norm_before_fc")
     elif f.has_local("input_norm.weight"):
@@ -262,15 +320,25 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         state = "on but input_norm.weight is missing" if nbf.value else "off but input_norm.weight is present"
         out.append(finding("EC203", f"norm_before_fc is {state}", subject="input_norm.weight"))
     if fc_norm.value and nbf.value:
-        out.append(finding("EC205", "fc_norm and norm_before_fc are both on (speculators refuses this; vLLM "
-                           "would apply both norms)"))
+        out.append(
+            finding(
+                "EC205",
+                "fc_norm and norm_before_fc are both on (speculators refuses this; vLLM would apply both norms)",
+            )
+        )
 
     if cfg.norm_output is not None:
         norm_output = Flag(cfg.norm_output, "norm_output")
         if cfg.norm_output and producer == "specforge":
-            out.append(finding("EC206", "norm_output is true in a SpecForge config: before SpecForge PR #879 it "
-                               "meant 'norm before lm_head' and the recurrence was pre-norm (EAGLE3 + fc_norm); "
-                               "confirm the trainer version", subject="norm_output"))
+            out.append(
+                finding(
+                    "EC206",
+                    "norm_output is true in a SpecForge config: before SpecForge PR #879 it "
+                    "meant 'norm before lm_head' and the recurrence was pre-norm (EAGLE3 + fc_norm); "
+                    "confirm the trainer version",
+                    subject="norm_output",
+                )
+            )
     else:
         norm_output = Flag(False, "default")
 
@@ -279,8 +347,13 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         nbr = Flag(cfg.norm_before_residual, "norm_before_residual")
     elif speculators_format:
         nbr = Flag(True, "default (speculators format: vLLM assumes true)")
-        out.append(finding("EC208", "norm_before_residual is absent: vLLM's speculators path assumes true, "
-                           "SGLang ignores the setting", subject="norm_before_residual"))
+        out.append(
+            finding(
+                "EC208",
+                "norm_before_residual is absent: vLLM's speculators path assumes true, SGLang ignores the setting",
+                subject="norm_before_residual",
+            )
+        )
     else:
         nbr = Flag(False, "default")
     return Flags(fc_norm, norm_output, nbf, nbr)
@@ -320,9 +393,15 @@ def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | 
     ths = cfg.dims.target_hidden_size
     if target.hidden_size is not None:
         if ths is not None and ths != target.hidden_size:
-            out.append(finding("EC007", f"target_hidden_size is {ths} but the target's hidden_size is "
-                               f"{target.hidden_size}", subject="target_hidden_size",
-                               expected=target.hidden_size, actual=ths))
+            out.append(
+                finding(
+                    "EC007",
+                    f"target_hidden_size is {ths} but the target's hidden_size is {target.hidden_size}",
+                    subject="target_hidden_size",
+                    expected=target.hidden_size,
+                    actual=ths,
+                )
+            )
         ths = target.hidden_size
     width = ths or cfg.dims.hidden_size
     declared = cfg.num_aux_hidden_states
@@ -330,9 +409,16 @@ def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | 
     fc = f.shape("fc.weight")
     by_weights = fc[1] // width if fc and len(fc) == 2 and width and fc[1] % width == 0 else None
     if by_weights is not None and declared is not None and by_weights != declared:
-        out.append(finding("EC107", f"num_aux_hidden_states is {declared} but fc.weight {list(fc or ())} holds "
-                           f"{by_weights} chunks of {width}", subject="num_aux_hidden_states",
-                           expected=by_weights, actual=declared))
+        out.append(
+            finding(
+                "EC107",
+                f"num_aux_hidden_states is {declared} but fc.weight {list(fc or ())} holds "
+                f"{by_weights} chunks of {width}",
+                subject="num_aux_hidden_states",
+                expected=by_weights,
+                actual=declared,
+            )
+        )
     if by_weights is not None:
         return ths, by_weights, f"fc.weight width / {width}"
     if declared is not None:
@@ -342,19 +428,31 @@ def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | 
     return ths, 3, "default"
 
 
-def _aux_layers(cfg: DraftConfig, producer: str, confidence: str, target: TargetInfo,
-                user_convention: str | None, out: list[Finding]) -> AuxLayers:
+def _aux_layers(
+    cfg: DraftConfig,
+    producer: str,
+    confidence: str,
+    target: TargetInfo,
+    user_convention: str | None,
+    out: list[Finding],
+) -> AuxLayers:
     top, nested = cfg.top_level_ids or None, cfg.eagle_config_ids or None
     location = {(True, True): "both", (True, False): "top-level", (False, True): "eagle_config"}.get(
-        (bool(top), bool(nested)), "absent")
+        (bool(top), bool(nested)), "absent"
+    )
     ids = top or nested
     recorded = None
     provenance = cfg.raw.get(PROVENANCE_KEY)
     if isinstance(provenance, dict) and top:
         recorded = "input-to"  # this tool writes vLLM-convention ids at the top level
     elif top and nested and top != nested:
-        out.append(finding("EC103", f"top-level ids {top} differ from eagle_config ids {nested}: vLLM reads the "
-                           "first, SGLang the second", subject="eagle_aux_hidden_state_layer_ids"))
+        out.append(
+            finding(
+                "EC103",
+                f"top-level ids {top} differ from eagle_config ids {nested}: vLLM reads the first, SGLang the second",
+                subject="eagle_aux_hidden_state_layer_ids",
+            )
+        )
     n = target.num_hidden_layers
     call = decide_convention(ConventionInputs(ids, producer, confidence, user_convention, recorded, n))
     convention = call.convention
@@ -376,30 +474,67 @@ def _aux_layers(cfg: DraftConfig, producer: str, confidence: str, target: Target
 def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Finding]) -> None:
     key = "eagle_aux_hidden_state_layer_ids"
     if aux.convention == "ambiguous":
-        out.append(finding("EC101", f"aux-layer ids {aux.ids} are ambiguous: output-of selects hs"
-                           f"{aux.readings['output-of']}, input-to selects hs{aux.readings['input-to']}; "
-                           "pass --aux-convention output-of|input-to", subject=key))
+        out.append(
+            finding(
+                "EC101",
+                f"aux-layer ids {aux.ids} are ambiguous: output-of selects hs"
+                f"{aux.readings['output-of']}, input-to selects hs{aux.readings['input-to']}; "
+                "pass --aux-convention output-of|input-to",
+                subject=key,
+            )
+        )
     if aux.convention == "default" and aux.location == "absent":
         safe = producer in TRAINS_WITH_DEFAULTS
-        out.append(finding("EC102", "no aux-layer ids: the engines capture hs[2], hs[N//2], hs[N-3]"
-                           + (f", which is what {producer} trains with" if safe else
-                              "; nothing records whether the draft was trained on those"),
-                           severity="info" if safe else None, subject=key))
+        out.append(
+            finding(
+                "EC102",
+                "no aux-layer ids: the engines capture hs[2], hs[N//2], hs[N-3]"
+                + (
+                    f", which is what {producer} trains with"
+                    if safe
+                    else "; nothing records whether the draft was trained on those"
+                ),
+                severity="info" if safe else None,
+                subject=key,
+            )
+        )
     if aux.ids and (sorted(set(aux.ids)) != aux.ids):
-        out.append(finding("EC106", f"aux-layer ids {aux.ids} are not sorted and unique; the engines capture "
-                           f"{sorted(set(aux.ids))} in layer order (fc column blocks must follow that order)",
-                           subject=key))
-    picks = {name: read.hidden_state_indices for name, read in aux.engines.items()
-             if read.hidden_state_indices is not None}
+        out.append(
+            finding(
+                "EC106",
+                f"aux-layer ids {aux.ids} are not sorted and unique; the engines capture "
+                f"{sorted(set(aux.ids))} in layer order (fc column blocks must follow that order)",
+                subject=key,
+            )
+        )
+    picks = {
+        name: read.hidden_state_indices for name, read in aux.engines.items() if read.hidden_state_indices is not None
+    }
     if aux.hidden_state_indices is not None:
         for name, picked in picks.items():
             if picked != aux.hidden_state_indices:
-                out.append(finding("EC104", f"{name} would feed hs{picked} but the draft was trained on "
-                                   f"hs{aux.hidden_state_indices} ({aux.convention})", subject=key,
-                                   expected=aux.hidden_state_indices, actual=picked))
+                out.append(
+                    finding(
+                        "EC104",
+                        f"{name} would feed hs{picked} but the draft was trained on "
+                        f"hs{aux.hidden_state_indices} ({aux.convention})",
+                        subject=key,
+                        expected=aux.hidden_state_indices,
+                        actual=picked,
+                    )
+                )
     elif len(picks) == 2 and picks["vllm"] != picks["sglang"]:
-        out.append(finding("EC103", f"vLLM would feed hs{picks['vllm']} and SGLang hs{picks['sglang']}",
-                           subject=key, actual=picks))
+        out.append(
+            finding(
+                "EC103", f"vLLM would feed hs{picks['vllm']} and SGLang hs{picks['sglang']}", subject=key, actual=picks
+            )
+        )
     if n is not None and aux.hidden_state_indices and not all(1 <= j <= n for j in aux.hidden_state_indices):
-        out.append(finding("EC105", f"trained hidden states hs{aux.hidden_state_indices} fall outside hs[1..{n}] "
-                           f"of a {n}-layer target", subject=key, actual=aux.hidden_state_indices))
+        out.append(
+            finding(
+                "EC105",
+                f"trained hidden states hs{aux.hidden_state_indices} fall outside hs[1..{n}] of a {n}-layer target",
+                subject=key,
+                actual=aux.hidden_state_indices,
+            )
+        )

@@ -106,8 +106,12 @@ def spec_architectures(ckpt: Checkpoint) -> tuple[str, ...]:
 
 def _flags(spec: DraftSpec) -> list[tuple[str, Any]]:
     f = spec.flags
-    return [("fc_norm", f.fc_norm), ("norm_output", f.norm_output), ("norm_before_fc", f.norm_before_fc),
-            ("norm_before_residual", f.norm_before_residual)]
+    return [
+        ("fc_norm", f.fc_norm),
+        ("norm_output", f.norm_output),
+        ("norm_before_fc", f.norm_before_fc),
+        ("norm_before_residual", f.norm_before_residual),
+    ]
 
 
 def group_tensors(ckpt: Checkpoint) -> list[TensorGroup]:
@@ -133,8 +137,13 @@ def inspect_checkpoint(
     spec = detect(ckpt, target_cfg, aux_convention)
     found = [finding(n.rule_id, n.message, severity=n.severity) for n in ckpt.notes]
     if ckpt.weight_format == "pickle":
-        found.append(finding("EC003", f"weights are pickle ({', '.join(ckpt.pickle_files)}): listed, not read; "
-                             "convert with `eagle-convert normalize --allow-pickle`"))
+        found.append(
+            finding(
+                "EC003",
+                f"weights are pickle ({', '.join(ckpt.pickle_files)}): listed, not read; "
+                "convert with `eagle-convert normalize --allow-pickle`",
+            )
+        )
     elif ckpt.weight_format == "none":
         found.append(finding("EC004", "no weight files: config only"))
     return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings)

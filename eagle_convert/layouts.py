@@ -55,15 +55,23 @@ MLA_NAMES = (
 )
 MLA_ONLY = frozenset(MLA_NAMES) - {"self_attn.o_proj.weight"}
 # Engine-internal fusions a checkpoint should not carry (normalize splits them).
-PREFUSED_NAMES = frozenset({
-    "self_attn.qkv_proj.weight",
-    "mlp.gate_up_proj.weight",
-    "self_attn.fused_qkv_a_proj_with_mqa.weight",
-})
-LAYER_NAMES = frozenset(_NORMS + _MLP + MHA_NAMES + MHA_OPTIONAL + MLA_NAMES) | PREFUSED_NAMES | {
-    "self_attn.q_proj.weight",  # MLA without q compression
-}
-MOE_RE = re.compile(r"mlp\.(experts|shared_experts?|shared_expert_gate|gate\.weight|gate\.e_score_correction_bias|router)")
+PREFUSED_NAMES = frozenset(
+    {
+        "self_attn.qkv_proj.weight",
+        "mlp.gate_up_proj.weight",
+        "self_attn.fused_qkv_a_proj_with_mqa.weight",
+    }
+)
+LAYER_NAMES = (
+    frozenset(_NORMS + _MLP + MHA_NAMES + MHA_OPTIONAL + MLA_NAMES)
+    | PREFUSED_NAMES
+    | {
+        "self_attn.q_proj.weight",  # MLA without q compression
+    }
+)
+MOE_RE = re.compile(
+    r"mlp\.(experts|shared_experts?|shared_expert_gate|gate\.weight|gate\.e_score_correction_bias|router)"
+)
 
 _LAYER_RE = re.compile(r"(?P<prefix>midlayer\.(?:(?P<mid>\d+)\.)?|layers\.(?P<idx>\d+)\.)(?P<local>.+)")
 
@@ -110,7 +118,7 @@ class TensorName:
 def split_name(name: str) -> TensorName:
     outer, rest = "", name
     while prefix := next((p for p in OUTER_PREFIXES if rest.startswith(p)), None):
-        outer, rest = outer + prefix, rest[len(prefix):]
+        outer, rest = outer + prefix, rest[len(prefix) :]
     m = _LAYER_RE.fullmatch(rest)
     if m is None:
         return TensorName(name, outer, "", None, rest)

@@ -91,7 +91,7 @@ def header_length(prefix: bytes, file_size: int, source: str) -> int:
     """Validate the 8-byte length prefix against the cap and the file size; return the JSON length."""
     if file_size < 8 or len(prefix) < 8:
         raise HeaderError(f"file is {file_size} bytes, too short for the 8-byte header length", path=source)
-    (n,) = struct.unpack("<Q", prefix[:8])
+    n = int(struct.unpack("<Q", prefix[:8])[0])
     if n > MAX_HEADER_BYTES:
         raise HeaderError(f"header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=source)
     if n > file_size - 8:
@@ -207,7 +207,9 @@ def _check_coverage(tensors: list[TensorInfo], data_start: int, buffer_size: int
         raise HeaderError(f"{end - cursor} trailing bytes after the last tensor", path=source)
 
 
-def build_header(entries: Iterable[tuple[str, str, tuple[int, ...]]], metadata: Mapping[str, str] | None = None) -> bytes:
+def build_header(
+    entries: Iterable[tuple[str, str, tuple[int, ...]]], metadata: Mapping[str, str] | None = None
+) -> bytes:
     """The length prefix and JSON header for tensors laid out back to back in the given order.
 
     Used by writers that then stream each tensor's bytes in the same order. The JSON is padded with spaces so

@@ -24,6 +24,10 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     """Run the installed CLI in a subprocess exactly as a user's CI would."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, env=full_env, cwd=ROOT,
+        [sys.executable, "-m", "eagle_convert", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=ROOT,
         timeout=120,
     )

@@ -99,11 +99,18 @@ sys.exit(code)
 
 
 def test_inspect_runs_without_torch(fx: Path) -> None:
-    for args in (["inspect", str(fx / "layouts-sharded" / "torchspec-mla"), "--json"],
-                 ["inspect", str(fx / "layouts" / "specforge-mha-eagle3.1"), "--target",
-                  str(fx / "targets" / "target-llama")]):
-        result = subprocess.run([sys.executable, "-c", BLOCK_TORCH, *args], capture_output=True, text=True,
-                                cwd=ROOT, env={**os.environ, "COLUMNS": "160"}, timeout=120)
+    for args in (
+        ["inspect", str(fx / "layouts-sharded" / "torchspec-mla"), "--json"],
+        ["inspect", str(fx / "layouts" / "specforge-mha-eagle3.1"), "--target", str(fx / "targets" / "target-llama")],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-c", BLOCK_TORCH, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "COLUMNS": "160"},
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr
         assert "specforge" in result.stdout or "torchspec" in result.stdout
 

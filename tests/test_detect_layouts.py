@@ -78,8 +78,9 @@ def test_explicit_convention_overrides_detection(fx: Path) -> None:
     ambiguous = inspect_checkpoint(fx / "layouts" / name).to_dict()
     assert ambiguous["aux_layers"]["convention"] == "ambiguous"
     assert any(f["rule_id"] == "EC101" for f in ambiguous["findings"])
-    decided = inspect_checkpoint(fx / "layouts" / name, target=fx / "targets" / "target-kimi",
-                                 aux_convention="input-to").to_dict()
+    decided = inspect_checkpoint(
+        fx / "layouts" / name, target=fx / "targets" / "target-kimi", aux_convention="input-to"
+    ).to_dict()
     assert decided["aux_layers"]["convention"] == "input-to"
     assert decided["aux_layers"]["hidden_state_indices"] == INPUT_TO_IDS
     assert decided["aux_layers"]["evidence"] == ["set by --aux-convention input-to"]

@@ -35,7 +35,7 @@ def test_reader_agrees_with_reference_parser(fx: Path, layout: str) -> None:
             assert t.dtype == sl.get_dtype()
             assert t.nbytes == tensor_nbytes(t.dtype, t.shape)
             if t.dtype == "F32" or t.dtype == "I64":  # byte range points at the tensor's own bytes
-                assert data[t.start:t.end] == ref.get_tensor(t.name).tobytes()
+                assert data[t.start : t.end] == ref.get_tensor(t.name).tobytes()
 
 
 def test_byte_ranges_match_reference_for_every_dtype_in_fixtures(fx: Path) -> None:
@@ -47,11 +47,12 @@ def test_byte_ranges_match_reference_for_every_dtype_in_fixtures(fx: Path) -> No
     data = path.read_bytes()
     for t in read_header(path).tensors:
         ref = tensors[t.name].contiguous().view(torch.uint8).reshape(-1)
-        assert data[t.start:t.end] == bytes(ref.tolist())
+        assert data[t.start : t.end] == bytes(ref.tolist())
 
 
-@pytest.mark.parametrize("name", [n for n, (sharded, _, _) in MALFORMED.items()
-                                  if not sharded and not n.startswith("config")])
+@pytest.mark.parametrize(
+    "name", [n for n, (sharded, _, _) in MALFORMED.items() if not sharded and not n.startswith("config")]
+)
 def test_malformed_single_files_raise_header_error(tmp_path: Path, name: str) -> None:
     from fixtures.generate import write_malformed
 
@@ -79,8 +80,10 @@ def test_trailing_space_padding_is_accepted(tmp_path: Path) -> None:
 
 
 def test_zero_sized_tensors_tile_the_buffer(tmp_path: Path) -> None:
-    doc = {"z": {"dtype": "F32", "shape": [0, 4], "data_offsets": [0, 0]},
-           "a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}
+    doc = {
+        "z": {"dtype": "F32", "shape": [0, 4], "data_offsets": [0, 0]},
+        "a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]},
+    }
     header = read_header(_raw_file(tmp_path / "z.safetensors", doc, b"\0" * 4))
     assert {t.name: t.nbytes for t in header.tensors} == {"z": 0, "a": 4}
 
@@ -94,8 +97,11 @@ def test_zero_sized_tensors_tile_the_buffer(tmp_path: Path) -> None:
         ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4, "non-negative"),
         ({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}}, b"\0" * 4, "non-negative"),
         ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}}, b"\0" * 4, "begin 4 > end 0"),
-        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "__metadata__": {"k": 1}}, b"\0" * 4,
-         "must be a string"),
+        (
+            {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "__metadata__": {"k": 1}},
+            b"\0" * 4,
+            "must be a string",
+        ),
         ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "past the end of the file"),
         ({"a": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}, b"\0" * 2, "whole number of bytes"),
         ({"": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, "empty name"),
@@ -127,4 +133,7 @@ def test_build_header_round_trips_through_reference_parser(tmp_path: Path) -> No
     path.write_bytes(build_header([("x", "BF16", (2, 3)), ("y", "I64", (1,))], {"m": "1"}) + b"\1" * 20)
     with safe_open(path, framework="numpy") as ref:
         assert sorted(ref.keys()) == ["x", "y"]
-    assert [(t.name, t.start - read_header(path).data_start) for t in read_header(path).tensors] == [("x", 0), ("y", 12)]
+    assert [(t.name, t.start - read_header(path).data_start) for t in read_header(path).tensors] == [
+        ("x", 0),
+        ("y", 12),
+    ]

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 
-class AuxConvention(str, Enum):
+class AuxConvention(StrEnum):
     output_of = "output-of"
     input_to = "input-to"
 
 
 def inspect(
-    path: Path = typer.Argument(..., metavar="PATH", help="Draft checkpoint directory, .safetensors file or config.json."),
+    path: Path = typer.Argument(
+        ..., metavar="PATH", help="Draft checkpoint directory, .safetensors file or config.json."
+    ),
     target: Path | None = typer.Option(
-        None, "--target", metavar="PATH", help="Target model directory or config.json: gives N, target hidden size and family."
+        None,
+        "--target",
+        metavar="PATH",
+        help="Target model directory or config.json: gives N, target hidden size and family.",
     ),
     aux_convention: AuxConvention | None = typer.Option(
         None, "--aux-convention", help="Declare what the aux-layer ids mean, overriding detection."

@@ -53,11 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         render_error(exc.message, exc.hint)
         return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are rendered
+    except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        render_error(f"internal error: {type(exc).__name__}: {exc}",
-                     f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it")
+        render_error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it",
+        )
         return EXIT_INTERNAL
     return 0
 

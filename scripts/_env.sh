@@ -1,0 +1,13 @@
+# Shared by scripts/demo and scripts/test: a project virtualenv with the CPU build of torch pinned by constraints.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+extras=${1:-}
+stamp=".venv/.installed${extras:+-$extras}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".${extras:+[$extras]}"
+    touch "$stamp"
+fi
