@@ -1,6 +1,6 @@
 """Generate docs/cli.md from the command tree, so the reference can never drift from the code.
 
-    python -m eagle_convert.cli.docs > docs/cli.md
+python -m eagle_convert.cli.docs > docs/cli.md
 """
 
 from __future__ import annotations
@@ -55,8 +55,18 @@ def render_cli_markdown() -> str:
         cmd = root.get_command(ctx, name)  # type: ignore[attr-defined]
         sub = typer.Context(cmd, info_name=name, parent=ctx)
         usage = " ".join(cmd.collect_usage_pieces(sub))
-        lines += [f"## `eagle-convert {name}`", "", (cmd.help or "").strip(), "", "```", f"eagle-convert {name} {usage}",
-                  "```", "", "| parameter | value | default | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"## `eagle-convert {name}`",
+            "",
+            (cmd.help or "").strip(),
+            "",
+            "```",
+            f"eagle-convert {name} {usage}",
+            "```",
+            "",
+            "| parameter | value | default | meaning |",
+            "|---|---|---|---|",
+        ]
         lines += [_param_row(p) for p in cmd.params if p.name != "help"]
         lines.append("")
     return "\n".join(lines)
