@@ -12,10 +12,6 @@ from typing import Any
 
 from eagle_convert.errors import InputError
 
-# Nesting deeper than this is refused before the parser can recurse into a RecursionError.
-MAX_DEPTH = 64
-
-
 class JsonSyntaxError(ValueError):
     """Raised inside the parser hooks; turned into the caller's typed error with the file name."""
 
@@ -33,38 +29,17 @@ def _reject_constant(name: str) -> Any:
     raise JsonSyntaxError(f"non-standard JSON literal {name}")
 
 
-def _nesting_depth(text: str) -> int:
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
 def loads_strict(text: str) -> Any:
     """Parse ``text``; raise :class:`JsonSyntaxError` with a one-line cause on anything non-strict."""
-    if _nesting_depth(text) > MAX_DEPTH:
-        raise JsonSyntaxError(f"nesting deeper than {MAX_DEPTH} levels")
     try:
         return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise JsonSyntaxError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:  # e.g. integers longer than Python's digit limit
-        if isinstance(exc, JsonSyntaxError):
-            raise
+    except RecursionError:  # the C scanner stops cleanly at the interpreter's recursion limit
+        raise JsonSyntaxError("invalid JSON: nesting too deep") from None
+    except JsonSyntaxError:
+        raise
+    except ValueError as exc:  # e.g. integers longer than Python's digit limit
         raise JsonSyntaxError(f"invalid JSON: {exc}") from None
 
 

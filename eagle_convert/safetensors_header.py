@@ -161,9 +161,9 @@ def _entry(name: str, value: object, data_start: int, source: str, shard: str) -
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise HeaderError(f"tensor {name!r}: unknown dtype {dtype!r}", path=source)
-    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+    if not _counts(shape):
         raise HeaderError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative integers", path=source)
-    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
+    if not _counts(offsets) or len(offsets) != 2:
         raise HeaderError(f"tensor {name!r}: data_offsets {offsets!r} is not [begin, end]", path=source)
     begin, end = offsets
     if begin > end:
@@ -179,8 +179,9 @@ def _entry(name: str, value: object, data_start: int, source: str, shard: str) -
     return TensorInfo(name, dtype, tuple(shape), data_start + begin, data_start + end, shard)
 
 
-def _is_count(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+def _counts(values: object) -> bool:
+    """A JSON list of non-negative integers (``type is int`` also excludes booleans)."""
+    return type(values) is list and all(type(v) is int and v >= 0 for v in values)
 
 
 def _check_coverage(tensors: list[TensorInfo], data_start: int, buffer_size: int, source: str) -> None:
