@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eagle_convert.checkpoint import open_checkpoint  # noqa: E402
-from eagle_convert.inspect_api import inspect_checkpoint  # noqa: E402
-from fixtures.generate import write_specs  # noqa: E402
-from fixtures.layouts import LAYOUTS  # noqa: E402
-from fixtures.tensors import Spec, write_json  # noqa: E402
+from eagle_convert.checkpoint import open_checkpoint
+from eagle_convert.inspect_api import inspect_checkpoint
+from fixtures.generate import write_specs
+from fixtures.layouts import LAYOUTS
+from fixtures.tensors import Spec, write_json
 
 
 def build(out: Path, tensors: int, shards: int) -> Path:
@@ -77,12 +77,17 @@ def main() -> int:
         ref = median_seconds(lambda: reference_read(ckpt), args.repeat)
         full = median_seconds(lambda: inspect_checkpoint(ckpt).to_dict(), args.repeat)
         cli = median_seconds(
-            lambda: subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(ckpt), "--json"],
-                                   check=True, stdout=subprocess.DEVNULL),
+            lambda: subprocess.run(
+                [sys.executable, "-m", "eagle_convert", "inspect", str(ckpt), "--json"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            ),
             max(3, args.repeat // 3),
         )
-    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}"
+    )
     print(f"checkpoint: {args.tensors} tensors in {args.shards} shards, {apparent / 2**30:.1f} GiB apparent (sparse)")
     print(f"strict header read + validation (open_checkpoint): {ours * 1000:.1f} ms")
     print(f"reference safe_open keys/shapes/dtypes:            {ref * 1000:.1f} ms")

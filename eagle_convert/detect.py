@@ -112,6 +112,16 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     moe = _moe(facts)
     if moe:
         out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))
+    wrappers = sorted({n.outer for n in names if n.outer})
+    if wrappers:
+        out.append(
+            finding(
+                "EC010",
+                f"tensor names carry the wrapper prefix {', '.join(wrappers)}: vLLM refuses "
+                "such keys and SGLang may skip them; normalize strips it",
+                actual=wrappers,
+            )
+        )
     for n in names:
         if not n.known:
             out.append(finding("EC008", f"tensor {n.name} matches no known layout", subject=n.name))

@@ -12,6 +12,7 @@ from typing import Any
 
 from eagle_convert.errors import InputError
 
+
 class JsonSyntaxError(ValueError):
     """Raised inside the parser hooks; turned into the caller's typed error with the file name."""
 

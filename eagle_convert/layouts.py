@@ -67,8 +67,11 @@ LAYER_NAMES = (
     | PREFUSED_NAMES
     | {
         "self_attn.q_proj.weight",  # MLA without q compression
+        "self_attn.rotary_emb.inv_freq",  # a buffer old exports saved; both engines skip it
     }
 )
+# Quantization side tensors stored next to a known weight (FP8 block scales, activation scales).
+QUANT_SUFFIXES = (".weight_scale_inv", ".weight_scale", ".input_scale")
 MOE_RE = re.compile(
     r"mlp\.(experts|shared_experts?|shared_expert_gate|gate\.weight|gate\.e_score_correction_bias|router)"
 )
@@ -91,7 +94,17 @@ class TensorName:
         return self.outer + self.layer_prefix
 
     @property
+    def base(self) -> str:
+        """The local name of the weight this tensor belongs to (a quantization scale maps to its weight)."""
+        for suffix in QUANT_SUFFIXES:
+            if self.local.endswith(suffix):
+                return self.local[: -len(suffix)] + ".weight"
+        return self.local
+
+    @property
     def known(self) -> bool:
+        if self.base != self.local:
+            return split_name(self.outer + self.layer_prefix + self.base).known
         if self.layer is not None:
             return self.local in LAYER_NAMES or bool(MOE_RE.match(self.local))
         return (
@@ -102,15 +115,16 @@ class TensorName:
 
     @property
     def group(self) -> str:
-        """The module a tensor belongs to, for grouping in reports."""
+        """The module a tensor belongs to, for grouping in reports (quantization scales join their weight)."""
+        local = self.base
         if self.layer is not None:
-            module = self.local.split(".", 1)[0] if "." in self.local else self.local
+            module = local.split(".", 1)[0] if "." in local else local
             if module.endswith(("layernorm", "_norm")):
                 module = "norms"
             return f"{self.prefix}{module}"
-        if self.local in TOP_LEVEL_NAMES:
-            return TOP_LEVEL_NAMES[self.local]
-        if self.local in LEGACY_FC_NORM_NAMES or FC_NORM_RE.fullmatch(self.local):
+        if local in TOP_LEVEL_NAMES:
+            return TOP_LEVEL_NAMES[local]
+        if local in LEGACY_FC_NORM_NAMES or FC_NORM_RE.fullmatch(local):
             return "fc_norm"
         return "other"
 

@@ -119,6 +119,18 @@ SIGNALS: tuple[Signal, ...] = (
     Signal(
         "nemo", 6, "fc and layer tensors carry a model. prefix (NeMo Automodel)", lambda f: "model." in f.outer_prefixes
     ),
+    Signal(
+        "modelopt",
+        4,
+        "tensors wrapped in eagle_module. (a raw ModelOpt training state dict)",
+        lambda f: any(n.outer.startswith("eagle_module.") for n in f.names),
+    ),
+    Signal(
+        "specforge",
+        3,
+        "tensors wrapped in draft_model. (a raw SpecForge training state dict)",
+        lambda f: any(n.outer.startswith("draft_model.") for n in f.names),
+    ),
     Signal("torchspec", 10, "config has _torchspec_version", lambda f: f.cfg.has("_torchspec_version")),
     Signal(
         "torchspec", 10, "safetensors metadata has torchspec_version", lambda f: "torchspec_version" in f.shard_metadata
