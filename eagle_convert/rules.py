@@ -67,6 +67,12 @@ _RULES = (
         "A pre-fused projection (qkv_proj, gate_up_proj, fused_qkv_a_proj_with_mqa) is stored.",
     ),
     Rule(
+        "EC010",
+        "wrapped-state-dict",
+        "warning",
+        "Tensor names carry a wrapper prefix (model., draft_model., eagle_module.) the engines do not strip.",
+    ),
+    Rule(
         "EC014",
         "shard-set",
         "warning",
