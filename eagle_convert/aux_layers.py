@@ -165,3 +165,24 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         )
     )
     return ConventionCall("ambiguous", "low", evidence)
+
+
+def ids_for(hidden_states: list[int], convention: str) -> list[int]:
+    """The ids that select ``hidden_states`` under ``convention`` (the inverse of :func:`to_hidden_states`)."""
+    return [j - 1 if convention == "output-of" else j for j in sorted(set(hidden_states))]
+
+
+def sglang_ids_for(hidden_states: list[int], family: str) -> tuple[list[int], str] | None:
+    """Ids for ``eagle_config`` that make SGLang select ``hidden_states`` for a target of ``family``.
+
+    Returns (ids, the convention they follow), checked against :func:`engine_reads` itself, or None when SGLang's
+    rule for that family cannot express the selection (e.g. hs[1] for DeepSeek/Kimi targets).
+    """
+    wanted = sorted(set(hidden_states))
+    for convention in CONVENTIONS:
+        ids = ids_for(wanted, convention)
+        if min(ids) < 0:
+            continue
+        if engine_reads(None, ids, family, None)["sglang"].hidden_state_indices == wanted:
+            return ids, convention
+    return None

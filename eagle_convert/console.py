@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -13,6 +15,7 @@ from rich.text import Text
 
 from eagle_convert.findings import Finding
 from eagle_convert.inspect_api import InspectReport
+from eagle_convert.normalize import NormalizeReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -139,3 +142,61 @@ def render_error(message: str, hint: str | None) -> None:
     sys.stderr.write(f"Error: {message}\n")
     if hint:
         sys.stderr.write(f"Hint: {hint}\n")
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[int], None] | None]:
+    """A bytes-written progress bar on stderr (only on a terminal); yields the callback to advance it."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress(
+        "writing",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("write", total=None)
+        yield lambda n: bar.advance(task, n)
+
+
+def render_normalize(report: NormalizeReport, console: Console) -> None:
+    doc = report.to_dict()
+    verb = "Plan (dry run, nothing written)" if report.dry_run else "Written"
+    head = _kv_table(f"{verb}: {report.source} -> {report.out}")
+    _row(head, "source", f"{report.producer} layout {report.layout}")
+    _row(head, "profile", report.profile)
+    sem = doc["semantics"]
+    _row(head, "trained on", f"hs{sem['hidden_states']}" if sem["hidden_states"] else "engine defaults (no ids)")
+    _row(
+        head,
+        "ids written",
+        f"top-level {doc['config'].get('eagle_aux_hidden_state_layer_ids')}, "
+        f"eagle_config {(doc['config'].get('eagle_config') or {}).get('eagle_aux_hidden_state_layer_ids')}",
+    )
+    _row(head, "files", ", ".join(doc["files"]))
+    _row(head, "bytes", _human_bytes(doc["total_bytes"]))
+    console.print(head)
+    console.print()
+    changes = Table(title="Config changes", title_justify="left")
+    for column in ("key", "old", "new", "why"):
+        changes.add_column(column, overflow="fold")
+    for c in doc["config_changes"]:
+        old = "(absent)" if c["change"] == "added" else json.dumps(c["old"])
+        new = "(removed)" if c["change"] == "removed" else json.dumps(c["new"])
+        changes.add_row(Text(c["key"]), Text(old), Text(new), Text(c["why"]))
+    console.print(changes)
+    console.print()
+    moved = [t for t in doc["tensors"] if t["action"] != "keep"]
+    table = Table(title=f"Tensors: {len(doc['tensors'])} ({len(moved)} changed)", title_justify="left")
+    for column in ("action", "source", "target", "why"):
+        table.add_column(column, overflow="fold")
+    for t in moved:
+        table.add_row(t["action"], Text(t["source"] or "-"), Text(t["target"] or "-"), Text(t["why"]))
+    console.print(table)
+    console.print()
+    render_findings(console, report.findings)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.aux_layers import (
+    CONVENTIONS,
     TRAINS_WITH_DEFAULTS,
     AuxLayers,
     ConventionInputs,
@@ -453,8 +454,11 @@ def _aux_layers(
     ids = top or nested
     recorded = None
     provenance = cfg.raw.get(PROVENANCE_KEY)
-    if isinstance(provenance, dict) and top:
-        recorded = "input-to"  # this tool writes vLLM-convention ids at the top level
+    if isinstance(provenance, dict):  # written by normalize: each location's convention is on record
+        conventions = provenance.get("aux_conventions")
+        location_used = "top-level" if top else "eagle_config"
+        if isinstance(conventions, dict) and conventions.get(location_used) in CONVENTIONS:
+            recorded = conventions[location_used]
     elif top and nested and top != nested:
         out.append(
             finding(

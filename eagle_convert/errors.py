@@ -60,6 +60,18 @@ class UnsafePathError(InputError):
     default_hint = "shard and file names must be plain names inside the checkpoint directory"
 
 
+class OutputExistsError(InputError):
+    """The output path already exists and replacing it was not asked for."""
+
+    default_hint = "choose another output path, or pass --force to replace it"
+
+
+class DiskFullError(InputError):
+    """The disk (or the user's quota) filled up while writing the output; nothing was written."""
+
+    default_hint = "free some space on that filesystem (or write elsewhere) and run the command again"
+
+
 class UsageError(EagleConvertError):
     """A command-line usage problem the parser cannot see (exit 2)."""
 

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from eagle_convert import __version__
-from eagle_convert.cli import inspect_cmd
+from eagle_convert.cli import inspect_cmd, normalize_cmd
 from eagle_convert.errors import EagleConvertError
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
@@ -38,6 +38,7 @@ def _root(
 
 
 inspect_cmd.register(app)
+normalize_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

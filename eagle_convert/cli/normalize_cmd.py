@@ -1,0 +1,108 @@
+"""`eagle-convert normalize SRC OUT`: rewrite a draft into one canonical form (streaming, atomic, reversible)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from eagle_convert.cli.inspect_cmd import AuxConvention
+from eagle_convert.errors import UsageError
+
+
+class Profile(StrEnum):
+    portable = "portable"
+    sglang = "sglang"
+    vllm = "vllm"
+    speculators = "speculators"
+
+
+class Family(StrEnum):
+    llama = "llama"
+    qwen = "qwen"
+    deepseek = "deepseek"
+    gpt_oss = "gpt-oss"
+
+
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+def parse_size(text: str) -> int:
+    """'5GB', '500MiB' or a byte count -> bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise UsageError(f"--max-shard-size {text!r} is not a size", hint="write it like 5GB, 500MiB or 1000000")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def normalize(
+    src: Path = typer.Argument(..., metavar="SRC", help="Draft checkpoint to convert (never modified)."),
+    out: Path = typer.Argument(..., metavar="OUT", help="Output directory (written atomically)."),
+    profile: Profile = typer.Option(
+        Profile.portable,
+        "--profile",
+        help="Output form: portable loads right in "
+        "both engines; sglang, vllm and speculators carry only what that consumer reads.",
+    ),
+    target: Path | None = typer.Option(
+        None, "--target", metavar="PATH", help="Target model directory or config.json (N, hidden size, family)."
+    ),
+    target_family: Family | None = typer.Option(
+        None, "--target-family", help="Target family, when no target config is at hand."
+    ),
+    aux_convention: AuxConvention | None = typer.Option(
+        None, "--aux-convention", help="Declare what the source's aux-layer ids mean."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Write the plan/report as one JSON object (schemas/normalize-report.schema.json)."
+    ),
+    allow_pickle: bool = typer.Option(
+        False, "--allow-pickle", help="Convert .bin/.pt weights with torch's weights-only loader."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing OUT (atomically)."),
+    max_shard_size: str | None = typer.Option(
+        None, "--max-shard-size", metavar="SIZE", help="Re-split the output into shards of at most SIZE (e.g. 5GB)."
+    ),
+) -> None:
+    """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
+    from eagle_convert.console import progress_bar, render_normalize, stdout_console, write_json
+    from eagle_convert.normalize import normalize_checkpoint
+
+    limit = parse_size(max_shard_size) if max_shard_size else None
+    with progress_bar(enabled=not as_json and not dry_run and sys.stderr.isatty()) as advance:
+        report = normalize_checkpoint(
+            src,
+            out,
+            profile=profile.value,
+            target=target,
+            target_family=target_family.value if target_family else None,
+            aux_convention=aux_convention.value if aux_convention else None,
+            dry_run=dry_run,
+            allow_pickle=allow_pickle,
+            force=force,
+            max_shard_size=limit,
+            progress=advance,
+        )
+    if as_json:
+        write_json(report.to_dict())
+    else:
+        render_normalize(report, stdout_console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("normalize")(normalize)

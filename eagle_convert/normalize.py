@@ -1,0 +1,595 @@
+"""``normalize_checkpoint()``: rewrite any supported draft into one canonical form, streaming and atomically.
+
+Plan first, then write: the plan resolves the draft's semantics (flags, K, vocabulary, and the hidden states its
+aux-layer ids select, never assumed), maps every tensor through the layout's table, and records every config change
+and tensor action with its reason. Renamed tensors keep their bytes (copied by the kernel); only fused splits,
+fc column permutations and vocabulary-map conversions compute bytes, one tensor at a time. No torch.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from eagle_convert import __version__
+from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states, sglang_ids_for
+from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.config import FAMILIES, TargetConfig
+from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.errors import InputError, UsageError
+from eagle_convert.findings import Finding
+from eagle_convert.layouts import FC_NORM_RE, split_name
+from eagle_convert.mapping import map_key, to_layout
+from eagle_convert.producers import PROVENANCE_KEY
+from eagle_convert.profiles import PROFILE_LAYOUT, PROFILES, Semantics, flatten_source
+from eagle_convert.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
+from eagle_convert.writer import ShardPlan, TensorSource, write_checkpoint
+
+SCHEMA_VERSION = 1
+# Findings that mean the source cannot be converted without guessing.
+_BLOCKING = ("EC001", "EC002", "EC007", "EC107", "EC201", "EC203", "EC205")
+_INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
+
+
+class NormalizeRefused(InputError):
+    default_hint = "nothing was written; fix the source or pass the flag the message names"
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    key: str
+    change: str  # "added", "removed" or "changed"
+    old: Any
+    new: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class TensorAction:
+    source: str | None
+    target: str | None
+    action: str  # keep, rename, split, permute, convert, derive, drop
+    why: str
+    dtype: str
+    shape: list[int]
+
+
+@dataclass
+class NormalizeReport:
+    source: str
+    out: str
+    profile: str
+    dry_run: bool
+    producer: str
+    layout: str | None
+    semantics: dict[str, Any]
+    config_changes: list[ConfigChange]
+    tensors: list[TensorAction]
+    files: list[str]
+    total_bytes: int
+    findings: list[Finding]
+    written: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract, validated by schemas/normalize-report.schema.json."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": __version__,
+            "source": self.source,
+            "out": self.out,
+            "profile": self.profile,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "producer": self.producer,
+            "layout": self.layout,
+            "semantics": self.semantics,
+            "config_changes": [asdict(c) for c in self.config_changes],
+            "tensors": [asdict(t) for t in self.tensors],
+            "dropped": [asdict(t) for t in self.tensors if t.action == "drop"],
+            "files": self.files,
+            "total_bytes": self.total_bytes,
+            "config": self.config,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+@dataclass
+class _Plan:
+    shards: list[ShardPlan]
+    actions: list[TensorAction]
+
+
+def normalize_checkpoint(
+    src: str | Path,
+    out: str | Path,
+    *,
+    profile: str = "portable",
+    target: str | Path | None = None,
+    target_family: str | None = None,
+    aux_convention: str | None = None,
+    dry_run: bool = False,
+    allow_pickle: bool = False,
+    force: bool = False,
+    max_shard_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> NormalizeReport:
+    """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``."""
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if target is not None and target_family is not None:
+        raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
+    if target_family is not None and target_family not in FAMILIES:
+        raise UsageError(f"unknown target family {target_family!r}; choose from {', '.join(FAMILIES)}")
+    src, out = Path(src), Path(out)
+    ckpt = open_checkpoint(src)
+    if ckpt.weight_format == "pickle":
+        from eagle_convert.pickle_source import pickle_as_safetensors
+
+        if not allow_pickle:
+            raise NormalizeRefused(
+                f"weights are pickle ({', '.join(ckpt.pickle_files)}), which can run code when loaded",
+                path=src,
+                hint="pass --allow-pickle to load them with torch's weights-only loader",
+            )
+        return _normalize_pickle(
+            src,
+            out,
+            ckpt,
+            pickle_as_safetensors,
+            profile=profile,
+            target=target,
+            target_family=target_family,
+            aux_convention=aux_convention,
+            dry_run=dry_run,
+            force=force,
+            max_shard_size=max_shard_size,
+            progress=progress,
+        )
+    if ckpt.weight_format == "none":
+        raise NormalizeRefused("no weight files to normalize", path=src)
+    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    spec = detect(ckpt, target_cfg, aux_convention)
+    family = target_cfg.family if target_cfg else target_family
+    sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)
+    raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
+    plan = _plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
+    metadata_note = json.dumps(sem.provenance, sort_keys=True)
+    shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
+    report = NormalizeReport(
+        source=str(src),
+        out=str(out),
+        profile=profile,
+        dry_run=dry_run,
+        producer=spec.producer,
+        layout=spec.layer_prefix,
+        semantics=_semantics_dict(sem),
+        config_changes=_diff(ckpt.config or {}, raw_out, reasons),
+        tensors=plan.actions,
+        files=["config.json", *(s.name for s in shards)]
+        + (["model.safetensors.index.json"] if len(shards) > 1 else []),
+        total_bytes=sum(_nbytes(t) for s in shards for t in s.tensors),
+        findings=findings,
+        config=raw_out,
+    )
+    if not dry_run:
+        files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
+        write_checkpoint(out, shards, files, force=force, progress=progress)
+        report.written = True
+    return report
+
+
+def _normalize_pickle(
+    src: Path, out: Path, ckpt: Checkpoint, convert: Callable[..., Path], **kwargs: Any
+) -> NormalizeReport:
+    """Load pickle weights with the weights-only loader into a temporary safetensors file, then normalize that."""
+    import shutil
+    import tempfile
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pickle-", dir=out.parent if out.parent.exists() else None))
+    try:
+        convert(ckpt, staging)
+        report = normalize_checkpoint(staging, out, **kwargs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.source = str(src)
+    report.findings.append(
+        Finding(
+            "EC003",
+            "info",
+            f"pickle weights {list(ckpt.pickle_files)} were loaded with "
+            "torch's weights-only loader and written as safetensors",
+        )
+    )
+    return report
+
+
+def _resolve(
+    src: Path, ckpt: Checkpoint, spec: DraftSpec, target: TargetConfig | None, family: str | None, profile: str
+) -> tuple[Semantics, list[Finding]]:
+    """What the draft means, with every ambiguity either resolved by evidence or refused."""
+    blocking = [f for f in spec.findings if f.rule_id in _BLOCKING and f.severity == "error"]
+    if blocking:
+        raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
+    if spec.num_draft_layers > 1:
+        raise NormalizeRefused(
+            f"{spec.num_draft_layers} draft layers: the engines disagree on layers >= 1, "
+            "so only 1-layer drafts can be made portable",
+            path=src,
+        )
+    if spec.attention not in ("mha", "mla"):
+        raise NormalizeRefused("cannot tell MHA from MLA attention", path=src)
+    if profile == "speculators" and spec.attention == "mla":
+        raise NormalizeRefused(
+            "the speculators format has no MLA draft",
+            path=src,
+            hint="use --profile portable, sglang or vllm for MLA drafts",
+        )
+    if profile == "vllm" and "fc.bias" in {_local(n) for n in ckpt.tensors}:
+        raise NormalizeRefused("fc.bias exists and vLLM refuses it", path=src, hint="use --profile sglang")
+
+    aux = spec.aux
+    findings = [f for f in spec.findings if f.rule_id not in ("EC104", "EC103", "EC010", "EC202", "EC009")]
+    if aux.convention == "ambiguous":
+        readings = ", ".join(f"{c} selects hs{v}" for c, v in aux.readings.items())
+        raise NormalizeRefused(
+            f"aux-layer ids {aux.ids} are ambiguous ({readings}); normalize never guesses",
+            path=src,
+            hint="pass --aux-convention output-of or --aux-convention input-to (say which the trainer used)",
+        )
+    hidden = aux.hidden_state_indices
+    if aux.convention == "default":
+        hidden = None
+        n = spec.target.num_hidden_layers
+        if spec.producer in TRAINS_WITH_DEFAULTS and n:
+            hidden = default_hidden_states(n)  # written out, so no engine default can differ
+        else:
+            why = (
+                f"{spec.producer} is not known to train with the default capture"
+                if n
+                else "the target's N is unknown (pass --target)"
+            )
+            findings.append(
+                Finding(
+                    "EC102",
+                    "warning",
+                    f"no aux-layer ids written: {why}; the engines keep using hs[2], hs[N//2], hs[N-3]",
+                    subject="eagle_aux_hidden_state_layer_ids",
+                )
+            )
+    if len(set(aux.ids or [])) != len(aux.ids or []):
+        raise NormalizeRefused(f"aux-layer ids {aux.ids} repeat a layer; the engines capture each layer once", path=src)
+    sglang_ids, sglang_convention = None, None
+    if hidden is not None and profile in ("portable", "sglang"):
+        if family is None:
+            raise NormalizeRefused(
+                "SGLang reads eagle_config ids differently per target family, and the family is unknown",
+                path=src,
+                hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
+            )
+        found = sglang_ids_for(hidden, family)
+        if found is None:
+            raise NormalizeRefused(
+                f"SGLang's rule for {family} targets cannot select hs{hidden}",
+                path=src,
+                hint="use --profile vllm for this draft",
+            )
+        sglang_ids, sglang_convention = found
+    flags = spec.flags
+    d = spec.dims
+    hidden_size = d.hidden_size or 0
+    lm_head = next((t for n, t in ckpt.tensors.items() if _local(n) == "lm_head.weight"), None)
+    draft_vocab = d.draft_vocab_size if d.draft_vocab_size is not None else (lm_head.shape[0] if lm_head else None)
+    stash = flatten_source(ckpt.config or {})[1]
+    provenance: dict[str, Any] = {
+        "version": __version__,
+        "profile": profile,
+        "source_producer": spec.producer,
+        "source_layout": spec.layer_prefix,
+        "source_convention": aux.convention,
+        "source_ids": {"top-level": aux.top_level_ids, "eagle_config": aux.eagle_config_ids},
+        "hidden_state_indices": hidden,
+        "target_family": family,
+        "aux_conventions": {"top-level": "input-to", "eagle_config": sglang_convention},
+    }
+    if stash:
+        provenance["speculators"] = stash
+    if target is not None:
+        provenance["verifier"] = {"name_or_path": target.source.removesuffix("/config.json"), "architectures": []}
+    sem = Semantics(
+        attention=spec.attention,
+        num_aux_hidden_states=spec.num_aux_hidden_states,
+        target_hidden_size=spec.target_hidden_size or hidden_size,
+        draft_vocab_size=draft_vocab,
+        fc_norm=flags.fc_norm.value,
+        norm_output=flags.norm_output.value,
+        norm_before_fc=flags.norm_before_fc.value,
+        norm_before_residual=flags.norm_before_residual.value,
+        fc_bias="fc.bias" in {_local(n) for n in ckpt.tensors},
+        hidden_states=hidden,
+        sglang_ids=sglang_ids,
+        provenance=provenance,
+        speculators_stash=stash,
+    )
+    return sem, findings
+
+
+def _local(name: str) -> str:
+    """A source tensor's name without its wrapper and layer prefixes."""
+    return split_name(name).local
+
+
+def _build_config(raw: dict[str, Any], sem: Semantics, profile: str) -> tuple[dict[str, Any], dict[str, str]]:
+    flat, _ = flatten_source(raw)
+    reasons: dict[str, str] = {}
+    return PROFILES[profile](flat, sem, reasons), reasons
+
+
+def _semantics_dict(sem: Semantics) -> dict[str, Any]:
+    doc = asdict(sem)
+    doc.pop("speculators_stash")
+    doc.pop("provenance")
+    return doc
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], reasons: dict[str, str], prefix: str = "") -> list[ConfigChange]:
+    changes: list[ConfigChange] = []
+    for key in list(old) + [k for k in new if k not in old]:
+        dotted = prefix + key
+        a, b = old.get(key), new.get(key)
+        if key in old and key in new and isinstance(a, dict) and isinstance(b, dict):
+            changes += _diff(a, b, reasons, dotted + ".")
+        elif key not in new:
+            changes.append(ConfigChange(dotted, "removed", a, None, reasons.get(dotted, "not part of this profile")))
+        elif key not in old or a != b:
+            why = reasons.get(dotted, reasons.get(prefix.rstrip("."), ""))
+            changes.append(ConfigChange(dotted, "added" if key not in old else "changed", a, b, why))
+    return changes
+
+
+def _nbytes(t: TensorSource) -> int:
+    return tensor_nbytes(t.dtype, t.shape) or 0
+
+
+# ---- tensors -----------------------------------------------------------------------------------------------------
+
+
+def _read(root: Path, t: TensorInfo) -> bytes:
+    with open(root / t.shard, "rb") as f:
+        f.seek(t.start)
+        data = f.read(t.nbytes)
+    if len(data) != t.nbytes:
+        raise InputError(f"file ended inside tensor {t.name!r}", path=root / t.shard)
+    return data
+
+
+def _row_split(t: TensorInfo, rows: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Byte ranges and shapes of consecutive row blocks of a row-major tensor."""
+    if sum(rows) != t.shape[0]:
+        raise NormalizeRefused(f"fused tensor {t.name} {list(t.shape)} does not split into rows {rows}")
+    row_bytes = t.nbytes // t.shape[0]
+    out, cursor = [], t.start
+    for r in rows:
+        out.append((cursor, cursor + r * row_bytes, (r, *t.shape[1:])))
+        cursor += r * row_bytes
+    return out
+
+
+def _split_rows(spec: DraftSpec, local: str) -> list[tuple[str, int]]:
+    d = spec.dims
+    heads, kv, hd = d.num_attention_heads or 0, d.num_key_value_heads or 0, d.head_dim or 0
+    if local == "self_attn.qkv_proj.weight":
+        return [
+            ("self_attn.q_proj.weight", heads * hd),
+            ("self_attn.k_proj.weight", kv * hd),
+            ("self_attn.v_proj.weight", kv * hd),
+        ]
+    if local == "mlp.gate_up_proj.weight":
+        size = d.intermediate_size or 0
+        return [("mlp.gate_proj.weight", size), ("mlp.up_proj.weight", size)]
+    q, kv_rank, rope = d.q_lora_rank or 0, d.kv_lora_rank or 0, d.qk_rope_head_dim or 0
+    return [("self_attn.q_a_proj.weight", q), ("self_attn.kv_a_proj_with_mqa.weight", kv_rank + rope)]
+
+
+def _block_order(spec: DraftSpec) -> list[int] | None:
+    """fc block permutation that puts the aux states in ascending layer order, or None when already sorted."""
+    ids = spec.aux.ids or []
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    return None if order == list(range(len(ids))) else order
+
+
+def _permute_blocks(data: bytes, rows: int, blocks: int, order: list[int]) -> bytes:
+    """Reorder ``blocks`` equal column blocks in each of ``rows`` rows: new block j = old block order[j]."""
+    row = len(data) // rows
+    width = row // blocks
+    view = memoryview(data)
+    out = bytearray()
+    for r in range(rows):
+        base = r * row
+        for j in order:
+            out += view[base + j * width : base + (j + 1) * width]
+    return bytes(out)
+
+
+def _ints(data: bytes, dtype: str) -> array.array[int]:
+    values = array.array(_INT_FORMATS[dtype])
+    values.frombytes(data)
+    return values
+
+
+def _plan_tensors(
+    src: Path, ckpt: Checkpoint, spec: DraftSpec, sem: Semantics, profile: str, max_shard_size: int | None
+) -> _Plan:
+    layout = spec.layer_prefix or "midlayer."
+    out_layout = PROFILE_LAYOUT[profile]
+    order = _block_order(spec)
+    position = {old: new for new, old in enumerate(order)} if order else {}
+    k = sem.num_aux_hidden_states
+    root = ckpt.root
+    per_shard: dict[str, list[TensorSource]] = {}
+    actions: list[TensorAction] = []
+    d2t_info: TensorInfo | None = None
+    d2t_shard = None
+
+    def emit(shard: str, source: TensorSource, src_name: str | None, action: str, why: str) -> None:
+        per_shard.setdefault(shard, []).append(source)
+        actions.append(TensorAction(src_name, source.name, action, why, source.dtype, list(source.shape)))
+
+    def name_out(canonical: str) -> str:
+        return to_layout(canonical, out_layout)
+
+    for t in sorted(ckpt.tensors.values(), key=lambda t: (t.shard, t.start)):
+        mapped = map_key(t.name, layout, str(src))
+        file = root / t.shard
+        if mapped.action == "drop":
+            actions.append(TensorAction(t.name, None, "drop", mapped.why, t.dtype, list(t.shape)))
+            continue
+        target = mapped.target
+        fc_norm = FC_NORM_RE.fullmatch(target)
+        if mapped.action == "split":
+            local = target.split(".", 1)[1] if target.startswith("midlayer.") else target
+            parts = _split_rows(spec, local)
+            for (name, _), (start, end, shape) in zip(parts, _row_split(t, [r for _, r in parts]), strict=True):
+                emit(
+                    t.shard,
+                    TensorSource(name_out("midlayer." + name), t.dtype, shape, file, start, end),
+                    t.name,
+                    "split",
+                    "engine-internal fusion stored split (rows of the fused tensor)",
+                )
+        elif target == "fc.weight" and order:
+            rows = t.shape[0]
+            emit(
+                t.shard,
+                TensorSource(
+                    name_out(target),
+                    t.dtype,
+                    t.shape,
+                    compute=partial(_permuted, root, t, rows, k, order),
+                ),
+                t.name,
+                "permute",
+                f"fc column blocks reordered to ascending aux-layer order {order}",
+            )
+        elif target == "input_norm.weight" and order:
+            emit(
+                t.shard,
+                TensorSource(name_out(target), t.dtype, t.shape, compute=partial(_permuted, root, t, 1, k, order)),
+                t.name,
+                "permute",
+                "input_norm segments reordered to ascending aux-layer order",
+            )
+        elif fc_norm and order:
+            new = f"fc_norm.{position[int(fc_norm.group(1))]}.weight"
+            emit(
+                t.shard,
+                TensorSource(name_out(new), t.dtype, t.shape, file, t.start, t.end),
+                t.name,
+                "rename",
+                "fc_norm index follows the ascending aux-layer order",
+            )
+        elif target == "d2t" and t.dtype != "I64":
+            if t.dtype not in INT_DTYPES:
+                raise NormalizeRefused(f"d2t has dtype {t.dtype}; it must hold integer offsets", path=src)
+            emit(
+                t.shard,
+                TensorSource(
+                    "d2t",
+                    "I64",
+                    t.shape,
+                    compute=partial(_as_int64, root, t),
+                ),
+                t.name,
+                "convert",
+                f"d2t {t.dtype} -> I64, the dtype both engines expect",
+            )
+        elif target == "t2d" and t.dtype != "BOOL":
+            emit(
+                t.shard,
+                TensorSource("t2d", "BOOL", t.shape, compute=partial(_as_bool, root, t)),
+                t.name,
+                "convert",
+                f"t2d {t.dtype} -> BOOL",
+            )
+        else:
+            emit(
+                t.shard,
+                TensorSource(name_out(target), t.dtype, t.shape, file, t.start, t.end),
+                t.name,
+                mapped.action,
+                mapped.why,
+            )
+        if target == "d2t":
+            d2t_info, d2t_shard = t, t.shard
+
+    if d2t_info is not None and not spec.vocab.has_t2d:
+        vocab = spec.dims.vocab_size
+        if vocab is None:
+            raise NormalizeRefused("t2d is missing and vocab_size is unknown, so it cannot be derived", path=src)
+        info = d2t_info
+        emit(
+            d2t_shard or info.shard,
+            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, root, info, vocab, src)),
+            None,
+            "derive",
+            "t2d derived from d2t (t2d[d + d2t[d]] = true)",
+        )
+    return _Plan(_shards(ckpt, per_shard, max_shard_size), actions)
+
+
+def _permuted(root: Path, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
+    return _permute_blocks(_read(root, t), rows, blocks, order)
+
+
+def _as_int64(root: Path, t: TensorInfo) -> bytes:
+    return array.array("q", _ints(_read(root, t), t.dtype)).tobytes()
+
+
+def _as_bool(root: Path, t: TensorInfo) -> bytes:
+    values = _ints(_read(root, t), t.dtype) if t.dtype in INT_DTYPES else None
+    if values is None or any(v not in (0, 1) for v in values):
+        raise NormalizeRefused(f"t2d ({t.dtype}) holds values other than 0 and 1")
+    return bytes(values)
+
+
+def _derive_t2d(root: Path, t: TensorInfo, vocab: int, src: Path) -> bytes:
+    offsets = _ints(_read(root, t), t.dtype)
+    mask = bytearray(vocab)
+    for d, off in enumerate(offsets):
+        target = d + off
+        if not 0 <= target < vocab:
+            raise NormalizeRefused(
+                f"d2t maps draft token {d} to {target}, outside the {vocab}-token vocabulary", path=src
+            )
+        mask[target] = 1
+    return bytes(mask)
+
+
+def _shards(ckpt: Checkpoint, per_shard: dict[str, list[TensorSource]], max_size: int | None) -> list[ShardPlan]:
+    metadata = {s.name: {k: v for k, v in s.metadata.items() if k != PROVENANCE_KEY} for s in ckpt.shards}
+    if max_size is None:
+        if len(per_shard) == 1:
+            ((name, tensors),) = per_shard.items()
+            return [ShardPlan("model.safetensors", tuple(tensors), metadata.get(name, {"format": "pt"}))]
+        return [
+            ShardPlan(name, tuple(per_shard[name]), metadata.get(name, {"format": "pt"})) for name in sorted(per_shard)
+        ]
+    groups: list[list[TensorSource]] = [[]]
+    size = 0
+    for tensors in (per_shard[n] for n in sorted(per_shard)):
+        for t in tensors:
+            if groups[-1] and size + _nbytes(t) > max_size:
+                groups.append([])
+                size = 0
+            groups[-1].append(t)
+            size += _nbytes(t)
+    base = {"format": "pt"}
+    if len(groups) == 1:
+        return [ShardPlan("model.safetensors", tuple(groups[0]), base)]
+    n = len(groups)
+    return [ShardPlan(f"model-{i:05d}-of-{n:05d}.safetensors", tuple(g), base) for i, g in enumerate(groups, 1)]
