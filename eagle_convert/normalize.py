@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states, sglang_ids_for
+from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states, engine_reads, sglang_ids_for
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
@@ -31,6 +31,8 @@ from eagle_convert.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbyt
 from eagle_convert.writer import ShardPlan, TensorSource, write_checkpoint
 
 SCHEMA_VERSION = 1
+# The engines each profile is written for (the output must select the trained hidden states in each).
+PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
 # Findings that mean the source cannot be converted without guessing.
 _BLOCKING = ("EC001", "EC002", "EC007", "EC107", "EC201", "EC203", "EC205")
 _INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
@@ -179,9 +181,37 @@ def normalize_checkpoint(
     )
     if not dry_run:
         files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
-        write_checkpoint(out, shards, files, force=force, progress=progress)
+        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile])
+        write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
         report.written = True
     return report
+
+
+def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], tmp: Path) -> None:
+    """Re-read the written draft before it is committed: it must mean exactly what the plan resolved."""
+    spec = detect(open_checkpoint(tmp))
+    got = {
+        "attention": spec.attention,
+        "num_aux_hidden_states": spec.num_aux_hidden_states,
+        "fc_norm": spec.flags.fc_norm.value,
+        "norm_output": spec.flags.norm_output.value,
+        "norm_before_fc": spec.flags.norm_before_fc.value,
+        "norm_before_residual": spec.flags.norm_before_residual.value,
+        "hidden_states": spec.aux.hidden_state_indices if sem.hidden_states is not None else None,
+    }
+    want = {key: getattr(sem, key) for key in got}
+    if got != want:
+        diff = {k: (want[k], got[k]) for k in got if got[k] != want[k]}
+        raise RuntimeError(f"normalize wrote a draft that reads differently from the plan {diff}; nothing was kept")
+    if sem.hidden_states is not None and family is not None:
+        reads = engine_reads(spec.aux.top_level_ids, spec.aux.eagle_config_ids, family, None)
+        for engine in engines:
+            read = reads[engine]
+            if read.ids is None or read.hidden_state_indices != sem.hidden_states:
+                raise RuntimeError(
+                    f"{engine} would select hs{read.hidden_state_indices} from the written config, "
+                    f"not hs{sem.hidden_states}; nothing was kept"
+                )
 
 
 def _normalize_pickle(

@@ -127,10 +127,12 @@ def write_checkpoint(
     *,
     force: bool = False,
     progress: Progress | None = None,
+    check: Callable[[Path], None] | None = None,
 ) -> WriteResult:
     """Write ``shards`` and ``files`` as the checkpoint directory ``out``, atomically (see the module docstring).
 
     ``progress(n)`` is called with the number of tensor bytes just written (headers and extra files not counted).
+    ``check(tmp)`` runs on the finished temporary directory before the commit; if it raises, nothing is committed.
     """
     out = Path(out)
     sources = _check_plan(shards, files)
@@ -149,6 +151,8 @@ def write_checkpoint(
     try:
         written, nbytes = _write_all(tmp, shards, files, progress)
         _verify(tmp, shards)
+        if check is not None:
+            check(tmp)
         _fsync_dir(tmp)
         old = _commit(tmp, out, force)
         committed = True

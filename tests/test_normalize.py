@@ -264,3 +264,38 @@ def test_cli_normalize_json_and_errors(fx: Path, tmp_path: Path) -> None:
     )
     assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr.splitlines()[0]
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("profile", "top", "nested"), [("sglang", False, True), ("vllm", True, False), ("portable", True, True)]
+)
+def test_single_engine_profiles_write_only_what_that_engine_reads(
+    fx: Path, tmp_path: Path, profile: str, top: bool, nested: bool
+) -> None:
+    report = normalize_checkpoint(
+        fx / "layouts" / "specforge-mha-eagle3.1", tmp_path / "out", profile=profile, target_family="qwen"
+    )
+    config = report.config
+    assert ("eagle_aux_hidden_state_layer_ids" in config) == top
+    assert ("eagle_aux_hidden_state_layer_ids" in config.get("eagle_config", {})) == nested
+    doc = inspect_checkpoint(tmp_path / "out").to_dict()
+    assert doc["aux_layers"]["hidden_state_indices"] == [2, 6, 9]
+    assert doc["flags"]["fc_norm"] and doc["flags"]["norm_output"]
+
+
+def test_output_that_reads_differently_is_never_committed(fx: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pre-commit re-read catches a config that would select other hidden states (here: ids off by one)."""
+    from eagle_convert import profiles
+
+    original = profiles.PROFILES["portable"]
+
+    def off_by_one(cfg: dict[str, Any], sem: Any, reasons: dict[str, str]) -> dict[str, Any]:
+        out = original(cfg, sem, reasons)
+        out["eagle_aux_hidden_state_layer_ids"] = [i + 1 for i in out["eagle_aux_hidden_state_layer_ids"]]
+        return out
+
+    monkeypatch.setitem(profiles.PROFILES, "portable", off_by_one)
+    with pytest.raises(RuntimeError, match="reads differently"):
+        normalize_checkpoint(fx / "layouts" / "specforge-mha", tmp_path / "out", target_family="llama")
+    assert list(tmp_path.iterdir()) == []
