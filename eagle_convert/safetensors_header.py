@@ -19,6 +19,7 @@ from pathlib import Path
 from eagle_convert.errors import HeaderError
 from eagle_convert.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
 
+PAGE = 4096
 # The reference parser's cap; a larger claimed header is refused before anything is allocated.
 MAX_HEADER_BYTES = 100_000_000
 
@@ -209,7 +210,10 @@ def _check_coverage(tensors: list[TensorInfo], data_start: int, buffer_size: int
 
 
 def build_header(
-    entries: Iterable[tuple[str, str, tuple[int, ...]]], metadata: Mapping[str, str] | None = None
+    entries: Iterable[tuple[str, str, tuple[int, ...]]],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    data_start_mod: int | None = None,
 ) -> bytes:
     """The length prefix and JSON header for tensors laid out back to back in the given order.
 
@@ -228,4 +232,6 @@ def build_header(
         offset += size
     raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     raw += b" " * (-(8 + len(raw)) % 8)
+    if data_start_mod is not None:  # match a source's page offset, so kernel copies stay page-congruent
+        raw += b" " * ((data_start_mod - (8 + len(raw))) % PAGE)
     return struct.pack("<Q", len(raw)) + raw

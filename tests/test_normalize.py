@@ -283,8 +283,9 @@ def test_single_engine_profiles_write_only_what_that_engine_reads(
     assert doc["flags"]["fc_norm"] and doc["flags"]["norm_output"]
 
 
-def test_output_that_reads_differently_is_never_committed(fx: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_that_reads_differently_is_never_committed(
+    fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pre-commit re-read catches a config that would select other hidden states (here: ids off by one)."""
     from eagle_convert import profiles
 
