@@ -233,8 +233,9 @@ def _check_total_size(index: dict[str, Any], actual: int, index_path: Path) -> N
         )
 
 
-def _check_shard_name(name: str, index_path: Path) -> None:
-    plain = (
+def is_plain_name(name: str) -> bool:
+    """A bare file name: nothing that could point into another directory on any platform."""
+    return (
         bool(name)
         and name not in (".", "..")
         and "/" not in name
@@ -243,7 +244,10 @@ def _check_shard_name(name: str, index_path: Path) -> None:
         and not os.path.isabs(name)
         and not (len(name) > 1 and name[1] == ":")  # Windows drive letter
     )
-    if not plain:
+
+
+def _check_shard_name(name: str, index_path: Path) -> None:
+    if not is_plain_name(name):
         raise UnsafePathError(f"index names shard {name!r}, which is not a plain file name", path=index_path)
     if not name.endswith(SAFETENSORS_SUFFIX):
         raise ShardIndexError(f"index names shard {name!r}, which is not a .safetensors file", path=index_path)

@@ -164,6 +164,11 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[int], None] | None]:
         yield lambda n: bar.advance(task, n)
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def render_normalize(report: NormalizeReport, console: Console) -> None:
     doc = report.to_dict()
     verb = "Plan (dry run, nothing written)" if report.dry_run else "Written"
@@ -186,8 +191,8 @@ def render_normalize(report: NormalizeReport, console: Console) -> None:
     for column in ("key", "old", "new", "why"):
         changes.add_column(column, overflow="fold")
     for c in doc["config_changes"]:
-        old = "(absent)" if c["change"] == "added" else json.dumps(c["old"])
-        new = "(removed)" if c["change"] == "removed" else json.dumps(c["new"])
+        old = "(absent)" if c["change"] == "added" else _short(c["old"])
+        new = "(removed)" if c["change"] == "removed" else _short(c["new"])
         changes.add_row(Text(c["key"]), Text(old), Text(new), Text(c["why"]))
     console.print(changes)
     console.print()

@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX
+from eagle_convert.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
 from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UnsafePathError, UsageError
 from eagle_convert.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
 
@@ -226,16 +226,7 @@ def _planned_nbytes(t: TensorSource) -> int:
 
 
 def _check_plain_name(name: str) -> None:
-    plain = (
-        bool(name)
-        and name not in (".", "..")
-        and "/" not in name
-        and "\\" not in name
-        and "\x00" not in name
-        and not os.path.isabs(name)
-        and not (len(name) > 1 and name[1] == ":")  # Windows drive letter
-    )
-    if not plain:
+    if not is_plain_name(name):
         raise UnsafePathError(f"output file name {name!r} is not a plain file name")
 
 
