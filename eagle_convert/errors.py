@@ -72,6 +72,12 @@ class DiskFullError(InputError):
     default_hint = "free some space on that filesystem (or write elsewhere) and run the command again"
 
 
+class NormalizeRefused(InputError):
+    """A draft `normalize` will not convert without guessing (ambiguous ids, flags that disagree with weights...)."""
+
+    default_hint = "nothing was written; fix the source or pass the flag the message names"
+
+
 class UsageError(EagleConvertError):
     """A command-line usage problem the parser cannot see (exit 2)."""
 

@@ -8,7 +8,6 @@ fc column permutations and vocabulary-map conversions compute bytes, one tensor 
 
 from __future__ import annotations
 
-import array
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,14 +20,13 @@ from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
-from eagle_convert.errors import InputError, UsageError
+from eagle_convert.errors import NormalizeRefused, UsageError
 from eagle_convert.findings import Finding
-from eagle_convert.layouts import FC_NORM_RE, split_name
-from eagle_convert.mapping import map_key, to_layout
+from eagle_convert.layouts import split_name
+from eagle_convert.normalize_tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.producers import PROVENANCE_KEY
-from eagle_convert.profiles import PROFILE_LAYOUT, PROFILES, Semantics, flatten_source
-from eagle_convert.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
-from eagle_convert.writer import ShardPlan, TensorSource, write_checkpoint
+from eagle_convert.profiles import PROFILES, Semantics, flatten_source
+from eagle_convert.writer import ShardPlan, write_checkpoint
 
 SCHEMA_VERSION = 1
 # The engines each profile is written for (the output must select the trained hidden states in each).
@@ -38,10 +36,6 @@ _BLOCKING = ("EC001", "EC002", "EC007", "EC107", "EC201", "EC203", "EC205")
 _INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
 
 
-class NormalizeRefused(InputError):
-    default_hint = "nothing was written; fix the source or pass the flag the message names"
-
-
 @dataclass(frozen=True)
 class ConfigChange:
     key: str
@@ -49,16 +43,6 @@ class ConfigChange:
     old: Any
     new: Any
     why: str
-
-
-@dataclass(frozen=True)
-class TensorAction:
-    source: str | None
-    target: str | None
-    action: str  # keep, rename, split, permute, convert, derive, drop
-    why: str
-    dtype: str
-    shape: list[int]
 
 
 @dataclass
@@ -99,12 +83,6 @@ class NormalizeReport:
             "config": self.config,
             "findings": [asdict(f) for f in self.findings],
         }
-
-
-@dataclass
-class _Plan:
-    shards: list[ShardPlan]
-    actions: list[TensorAction]
 
 
 def normalize_checkpoint(
@@ -160,7 +138,7 @@ def normalize_checkpoint(
     family = target_cfg.family if target_cfg else target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)
     raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
-    plan = _plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
+    plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
     report = NormalizeReport(
@@ -175,7 +153,7 @@ def normalize_checkpoint(
         tensors=plan.actions,
         files=["config.json", *(s.name for s in shards)]
         + (["model.safetensors.index.json"] if len(shards) > 1 else []),
-        total_bytes=sum(_nbytes(t) for s in shards for t in s.tensors),
+        total_bytes=sum(nbytes(t) for s in shards for t in s.tensors),
         findings=findings,
         config=raw_out,
     )
@@ -380,246 +358,3 @@ def _diff(old: dict[str, Any], new: dict[str, Any], reasons: dict[str, str], pre
             why = reasons.get(dotted, reasons.get(prefix.rstrip("."), ""))
             changes.append(ConfigChange(dotted, "added" if key not in old else "changed", a, b, why))
     return changes
-
-
-def _nbytes(t: TensorSource) -> int:
-    return tensor_nbytes(t.dtype, t.shape) or 0
-
-
-# ---- tensors -----------------------------------------------------------------------------------------------------
-
-
-def _read(root: Path, t: TensorInfo) -> bytes:
-    with open(root / t.shard, "rb") as f:
-        f.seek(t.start)
-        data = f.read(t.nbytes)
-    if len(data) != t.nbytes:
-        raise InputError(f"file ended inside tensor {t.name!r}", path=root / t.shard)
-    return data
-
-
-def _row_split(t: TensorInfo, rows: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Byte ranges and shapes of consecutive row blocks of a row-major tensor."""
-    if sum(rows) != t.shape[0]:
-        raise NormalizeRefused(f"fused tensor {t.name} {list(t.shape)} does not split into rows {rows}")
-    row_bytes = t.nbytes // t.shape[0]
-    out, cursor = [], t.start
-    for r in rows:
-        out.append((cursor, cursor + r * row_bytes, (r, *t.shape[1:])))
-        cursor += r * row_bytes
-    return out
-
-
-def _split_rows(spec: DraftSpec, local: str) -> list[tuple[str, int]]:
-    d = spec.dims
-    heads, kv, hd = d.num_attention_heads or 0, d.num_key_value_heads or 0, d.head_dim or 0
-    if local == "self_attn.qkv_proj.weight":
-        return [
-            ("self_attn.q_proj.weight", heads * hd),
-            ("self_attn.k_proj.weight", kv * hd),
-            ("self_attn.v_proj.weight", kv * hd),
-        ]
-    if local == "mlp.gate_up_proj.weight":
-        size = d.intermediate_size or 0
-        return [("mlp.gate_proj.weight", size), ("mlp.up_proj.weight", size)]
-    q, kv_rank, rope = d.q_lora_rank or 0, d.kv_lora_rank or 0, d.qk_rope_head_dim or 0
-    return [("self_attn.q_a_proj.weight", q), ("self_attn.kv_a_proj_with_mqa.weight", kv_rank + rope)]
-
-
-def _block_order(spec: DraftSpec) -> list[int] | None:
-    """fc block permutation that puts the aux states in ascending layer order, or None when already sorted."""
-    ids = spec.aux.ids or []
-    order = sorted(range(len(ids)), key=lambda i: ids[i])
-    return None if order == list(range(len(ids))) else order
-
-
-def _permute_blocks(data: bytes, rows: int, blocks: int, order: list[int]) -> bytes:
-    """Reorder ``blocks`` equal column blocks in each of ``rows`` rows: new block j = old block order[j]."""
-    row = len(data) // rows
-    width = row // blocks
-    view = memoryview(data)
-    out = bytearray()
-    for r in range(rows):
-        base = r * row
-        for j in order:
-            out += view[base + j * width : base + (j + 1) * width]
-    return bytes(out)
-
-
-def _ints(data: bytes, dtype: str) -> array.array[int]:
-    values = array.array(_INT_FORMATS[dtype])
-    values.frombytes(data)
-    return values
-
-
-def _plan_tensors(
-    src: Path, ckpt: Checkpoint, spec: DraftSpec, sem: Semantics, profile: str, max_shard_size: int | None
-) -> _Plan:
-    layout = spec.layer_prefix or "midlayer."
-    out_layout = PROFILE_LAYOUT[profile]
-    order = _block_order(spec)
-    position = {old: new for new, old in enumerate(order)} if order else {}
-    k = sem.num_aux_hidden_states
-    root = ckpt.root
-    per_shard: dict[str, list[TensorSource]] = {}
-    actions: list[TensorAction] = []
-    d2t_info: TensorInfo | None = None
-    d2t_shard = None
-
-    def emit(shard: str, source: TensorSource, src_name: str | None, action: str, why: str) -> None:
-        per_shard.setdefault(shard, []).append(source)
-        actions.append(TensorAction(src_name, source.name, action, why, source.dtype, list(source.shape)))
-
-    def name_out(canonical: str) -> str:
-        return to_layout(canonical, out_layout)
-
-    for t in sorted(ckpt.tensors.values(), key=lambda t: (t.shard, t.start)):
-        mapped = map_key(t.name, layout, str(src))
-        file = root / t.shard
-        if mapped.action == "drop":
-            actions.append(TensorAction(t.name, None, "drop", mapped.why, t.dtype, list(t.shape)))
-            continue
-        target = mapped.target
-        fc_norm = FC_NORM_RE.fullmatch(target)
-        if mapped.action == "split":
-            local = target.split(".", 1)[1] if target.startswith("midlayer.") else target
-            parts = _split_rows(spec, local)
-            for (name, _), (start, end, shape) in zip(parts, _row_split(t, [r for _, r in parts]), strict=True):
-                emit(
-                    t.shard,
-                    TensorSource(name_out("midlayer." + name), t.dtype, shape, file, start, end),
-                    t.name,
-                    "split",
-                    "engine-internal fusion stored split (rows of the fused tensor)",
-                )
-        elif target == "fc.weight" and order:
-            rows = t.shape[0]
-            emit(
-                t.shard,
-                TensorSource(
-                    name_out(target),
-                    t.dtype,
-                    t.shape,
-                    compute=partial(_permuted, root, t, rows, k, order),
-                ),
-                t.name,
-                "permute",
-                f"fc column blocks reordered to ascending aux-layer order {order}",
-            )
-        elif target == "input_norm.weight" and order:
-            emit(
-                t.shard,
-                TensorSource(name_out(target), t.dtype, t.shape, compute=partial(_permuted, root, t, 1, k, order)),
-                t.name,
-                "permute",
-                "input_norm segments reordered to ascending aux-layer order",
-            )
-        elif fc_norm and order:
-            new = f"fc_norm.{position[int(fc_norm.group(1))]}.weight"
-            emit(
-                t.shard,
-                TensorSource(name_out(new), t.dtype, t.shape, file, t.start, t.end),
-                t.name,
-                "rename",
-                "fc_norm index follows the ascending aux-layer order",
-            )
-        elif target == "d2t" and t.dtype != "I64":
-            if t.dtype not in INT_DTYPES:
-                raise NormalizeRefused(f"d2t has dtype {t.dtype}; it must hold integer offsets", path=src)
-            emit(
-                t.shard,
-                TensorSource(
-                    "d2t",
-                    "I64",
-                    t.shape,
-                    compute=partial(_as_int64, root, t),
-                ),
-                t.name,
-                "convert",
-                f"d2t {t.dtype} -> I64, the dtype both engines expect",
-            )
-        elif target == "t2d" and t.dtype != "BOOL":
-            emit(
-                t.shard,
-                TensorSource("t2d", "BOOL", t.shape, compute=partial(_as_bool, root, t)),
-                t.name,
-                "convert",
-                f"t2d {t.dtype} -> BOOL",
-            )
-        else:
-            emit(
-                t.shard,
-                TensorSource(name_out(target), t.dtype, t.shape, file, t.start, t.end),
-                t.name,
-                mapped.action,
-                mapped.why,
-            )
-        if target == "d2t":
-            d2t_info, d2t_shard = t, t.shard
-
-    if d2t_info is not None and not spec.vocab.has_t2d:
-        vocab = spec.dims.vocab_size
-        if vocab is None:
-            raise NormalizeRefused("t2d is missing and vocab_size is unknown, so it cannot be derived", path=src)
-        info = d2t_info
-        emit(
-            d2t_shard or info.shard,
-            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, root, info, vocab, src)),
-            None,
-            "derive",
-            "t2d derived from d2t (t2d[d + d2t[d]] = true)",
-        )
-    return _Plan(_shards(ckpt, per_shard, max_shard_size), actions)
-
-
-def _permuted(root: Path, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
-    return _permute_blocks(_read(root, t), rows, blocks, order)
-
-
-def _as_int64(root: Path, t: TensorInfo) -> bytes:
-    return array.array("q", _ints(_read(root, t), t.dtype)).tobytes()
-
-
-def _as_bool(root: Path, t: TensorInfo) -> bytes:
-    values = _ints(_read(root, t), t.dtype) if t.dtype in INT_DTYPES else None
-    if values is None or any(v not in (0, 1) for v in values):
-        raise NormalizeRefused(f"t2d ({t.dtype}) holds values other than 0 and 1")
-    return bytes(values)
-
-
-def _derive_t2d(root: Path, t: TensorInfo, vocab: int, src: Path) -> bytes:
-    offsets = _ints(_read(root, t), t.dtype)
-    mask = bytearray(vocab)
-    for d, off in enumerate(offsets):
-        target = d + off
-        if not 0 <= target < vocab:
-            raise NormalizeRefused(
-                f"d2t maps draft token {d} to {target}, outside the {vocab}-token vocabulary", path=src
-            )
-        mask[target] = 1
-    return bytes(mask)
-
-
-def _shards(ckpt: Checkpoint, per_shard: dict[str, list[TensorSource]], max_size: int | None) -> list[ShardPlan]:
-    metadata = {s.name: {k: v for k, v in s.metadata.items() if k != PROVENANCE_KEY} for s in ckpt.shards}
-    if max_size is None:
-        if len(per_shard) == 1:
-            ((name, tensors),) = per_shard.items()
-            return [ShardPlan("model.safetensors", tuple(tensors), metadata.get(name, {"format": "pt"}))]
-        return [
-            ShardPlan(name, tuple(per_shard[name]), metadata.get(name, {"format": "pt"})) for name in sorted(per_shard)
-        ]
-    groups: list[list[TensorSource]] = [[]]
-    size = 0
-    for tensors in (per_shard[n] for n in sorted(per_shard)):
-        for t in tensors:
-            if groups[-1] and size + _nbytes(t) > max_size:
-                groups.append([])
-                size = 0
-            groups[-1].append(t)
-            size += _nbytes(t)
-    base = {"format": "pt"}
-    if len(groups) == 1:
-        return [ShardPlan("model.safetensors", tuple(groups[0]), base)]
-    n = len(groups)
-    return [ShardPlan(f"model-{i:05d}-of-{n:05d}.safetensors", tuple(g), base) for i, g in enumerate(groups, 1)]
