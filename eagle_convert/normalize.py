@@ -20,7 +20,7 @@ from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
-from eagle_convert.errors import NormalizeRefused, UsageError
+from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
 from eagle_convert.findings import Finding
 from eagle_convert.layouts import split_name
 from eagle_convert.normalize_tensors import TensorAction, nbytes, plan_tensors
@@ -132,7 +132,7 @@ def normalize_checkpoint(
             progress=progress,
         )
     if ckpt.weight_format == "none":
-        raise NormalizeRefused("no weight files to normalize", path=src)
+        raise NothingToCheckError("no weight files to normalize (config only)", path=src)
     target_cfg = TargetConfig.from_path(target) if target is not None else None
     spec = detect(ckpt, target_cfg, aux_convention)
     family = target_cfg.family if target_cfg else target_family

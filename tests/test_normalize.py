@@ -300,3 +300,22 @@ def test_output_that_reads_differently_is_never_committed(
     with pytest.raises(RuntimeError, match="reads differently"):
         normalize_checkpoint(fx / "layouts" / "specforge-mha", tmp_path / "out", target_family="llama")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_config_keys_survive_and_provenance_is_recorded(tmp_path: Path) -> None:
+    lay = LAYOUTS["angelslim-mha"]
+    custom = type(lay)(**{**lay.__dict__, "config": {**lay.config, "my_team_note": {"trained_on": "chat-v3"}}})
+    src = write_layout(tmp_path / "src", custom)
+    normalize_checkpoint(src, tmp_path / "out", target=None, target_family="qwen")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["my_team_note"] == {"trained_on": "chat-v3"}
+    assert config["target_model_type"] == "qwen3" and config["rms_norm_eps"] == lay.config["rms_norm_eps"]
+    assert config["eagle_convert"]["source_producer"] == "angelslim"
+    metadata = open_checkpoint(tmp_path / "out").shards[0].metadata
+    assert json.loads(metadata["eagle_convert"])["source_producer"] == "angelslim"
+    assert "eagle_aux_hidden_state_layer_ids" not in config  # no target N: the defaults stay implicit
+
+
+def test_config_only_is_nothing_to_normalize(fx: Path, tmp_path: Path) -> None:
+    result = run_cli("normalize", str(fx / "layouts" / "specforge-mha" / "config.json"), str(tmp_path / "out"))
+    assert result.returncode == 3 and not (tmp_path / "out").exists()
