@@ -125,6 +125,7 @@ class DraftConfig:
     eagle_config_norm_before_fc: bool | None
     norm_before_residual: bool | None
     bias: bool | None
+    attention_bias: bool | None
     rope_theta: float | None
     rope_scaling: dict[str, Any] | None
 
@@ -195,6 +196,7 @@ class DraftConfig:
             eagle_config_norm_before_fc=ec.bool("norm_before_fc"),
             norm_before_residual=r.bool("norm_before_residual"),
             bias=r.bool("bias"),
+            attention_bias=r.bool("attention_bias"),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
         )

@@ -82,6 +82,7 @@ class DraftSpec:
     dims: Dims
     target: TargetInfo
     findings: list[Finding]
+    config: DraftConfig
 
 
 _ARCH_FAMILY_HINTS = (
@@ -181,6 +182,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
         dims=cfg.dims,
         target=tinfo,
         findings=out,
+        config=cfg,
     )
 
 
@@ -535,6 +537,7 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
                         subject=key,
                         expected=aux.hidden_state_indices,
                         actual=picked,
+                        engine=name,
                     )
                 )
     elif len(picks) == 2 and picks["vllm"] != picks["sglang"]:

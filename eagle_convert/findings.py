@@ -16,6 +16,7 @@ class Finding:
     subject: str | None = None  # the tensor name or config key the finding is about
     expected: Any = None
     actual: Any = None
+    engine: str | None = None  # set when only one engine is affected ("vllm" or "sglang")
 
 
 def worst_severity(findings: list[Finding]) -> str | None:

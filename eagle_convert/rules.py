@@ -7,10 +7,12 @@ EC4xx vocabulary mapping, EC5xx config fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle_convert.findings import Finding
+
+LEVELS = ("static", "tensors", "forward", "target")  # each verify level runs the rules of the levels before it
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Rule:
     name: str
     severity: str
     summary: str
+    level: str = "static"  # the lowest verify level that runs it
 
 
 _RULES = (
@@ -145,9 +148,229 @@ _RULES = (
         "info",
         "norm_before_residual is absent: vLLM's speculators path assumes true, SGLang ignores it.",
     ),
+    Rule(
+        "EC011",
+        "target-class-architecture",
+        "error",
+        "architectures names a target model class: SGLang loads the draft as that model (random or missing weights).",
+    ),
+    Rule(
+        "EC012",
+        "architecture-not-accepted",
+        "error",
+        "No entry of architectures is a draft class the chosen engine accepts.",
+    ),
+    Rule(
+        "EC013",
+        "mla-model-type",
+        "error",
+        "An MLA draft whose model_type is not deepseek_v2/deepseek_v3: vLLM does not treat it as MLA.",
+    ),
+    Rule(
+        "EC015",
+        "layer-prefix-engine",
+        "warning",
+        "The decoder layer is stored as layers.0.*, which SGLang builds before PR #24663 skip silently (random layer).",
+    ),
+    Rule(
+        "EC109",
+        "aux-ids-wrong-location",
+        "warning",
+        "Aux-layer ids only at the top level: SGLang never reads them and falls back to its defaults.",
+    ),
+    Rule(
+        "EC110",
+        "aux-count-without-ids",
+        "error",
+        "K differs from 3 but no aux-layer ids are written: the engines capture three default layers.",
+    ),
+    Rule(
+        "EC209",
+        "bias-flag-weights",
+        "error",
+        "The bias flag and fc.bias disagree, or bias is true (vLLM reads it as an o_proj bias).",
+    ),
+    Rule(
+        "EC210",
+        "mla-norm-before-fc",
+        "error",
+        "norm_before_fc on an MLA draft: neither engine's MLA loader applies input_norm.",
+    ),
+    Rule(
+        "EC301",
+        "missing-tensor",
+        "error",
+        "A tensor the draft needs is missing; the engine leaves the parameter at its random initialisation or fails.",
+    ),
+    Rule(
+        "EC302",
+        "unexpected-tensor",
+        "warning",
+        "A tensor the engine has no place for: vLLM refuses to load, SGLang ignores it silently.",
+    ),
+    Rule(
+        "EC303",
+        "shape-mismatch",
+        "error",
+        "A tensor's shape differs from the one the config implies (head_dim, MLA ranks, 2H inputs, fc [H, K*Ht]).",
+    ),
+    Rule(
+        "EC304",
+        "dtype-role",
+        "error",
+        "A tensor's dtype does not fit its role (d2t integer, t2d bool, weights floating point).",
+    ),
+    Rule(
+        "EC305",
+        "fp8-without-quantization",
+        "error",
+        "FP8 weights without a quantization_config that describes them.",
+    ),
+    Rule(
+        "EC306",
+        "head-dim-explicit",
+        "info",
+        "Explicit head_dim differs from hidden_size / num_attention_heads; every consumer must honour it.",
+    ),
+    Rule(
+        "EC401",
+        "lm-head-missing",
+        "error",
+        "No lm_head although draft_vocab_size is an integer: the engines use a random head.",
+    ),
+    Rule(
+        "EC402",
+        "lm-head-rows",
+        "error",
+        "lm_head rows differ from draft_vocab_size.",
+    ),
+    Rule(
+        "EC403",
+        "tied-embeddings",
+        "error",
+        "tie_word_embeddings is true: SGLang would use the V-row embedding as the draft head.",
+    ),
+    Rule(
+        "EC404",
+        "d2t-missing",
+        "error",
+        "draft_vocab_size < vocab_size and no d2t: both engines emit wrong tokens without an error.",
+    ),
+    Rule(
+        "EC405",
+        "draft-vocab-size-key",
+        "error",
+        "draft_vocab_size is missing (SGLang Llama drafts fail) or null (the target head is used).",
+    ),
+    Rule(
+        "EC406",
+        "d2t-out-of-range",
+        "error",
+        "d2t maps a draft token outside the target vocabulary.",
+    ),
+    Rule(
+        "EC407",
+        "d2t-not-unique",
+        "error",
+        "d2t maps two draft tokens to the same target token (or is not increasing).",
+    ),
+    Rule(
+        "EC408",
+        "t2d-inconsistent",
+        "error",
+        "t2d does not mark exactly the targets of d2t (count != draft_vocab_size, or a mapped target unmarked).",
+    ),
+    Rule(
+        "EC409",
+        "d2t-all-zero",
+        "error",
+        "d2t is all zero while draft_vocab_size < vocab_size: an identity map into a larger vocabulary.",
+    ),
+    Rule(
+        "EC410",
+        "lm-head-identical-rows",
+        "error",
+        "Every lm_head row is the same: the head was never trained.",
+    ),
+    Rule(
+        "EC411",
+        "embed-needed",
+        "warning",
+        "target_hidden_size differs from hidden_size but no embed_tokens is shipped.",
+    ),
+    Rule(
+        "EC501",
+        "target-hidden-size",
+        "error",
+        "target_hidden_size is null (crashes both engines), missing while fc is wider, or wrong.",
+    ),
+    Rule(
+        "EC502",
+        "typed-field-null",
+        "error",
+        "A typed config field is null; strict config classes reject it.",
+    ),
+    Rule(
+        "EC503",
+        "rope-vs-target",
+        "warning",
+        "The draft's rope scaling differs from the target's (type or factor), or was dropped.",
+    ),
+    Rule(
+        "EC504",
+        "max-positions-below-target",
+        "error",
+        "max_position_embeddings is below the target's: SGLang refuses a draft shorter than the served context.",
+    ),
+    Rule(
+        "EC505",
+        "quantization-config-leak",
+        "error",
+        "quantization_config (usually the target's) in an unquantized draft's config.",
+    ),
+    Rule(
+        "EC506",
+        "q-lora-rank-missing",
+        "error",
+        "An MLA draft without q_lora_rank: both engines' EAGLE3 MLA layers need it.",
+    ),
+    Rule(
+        "EC601",
+        "non-finite",
+        "error",
+        "A tensor holds NaN or Inf.",
+    ),
+    Rule(
+        "EC602",
+        "norm-all-zero",
+        "error",
+        "A norm weight is all zero: the layer output is zeroed.",
+    ),
+    Rule(
+        "EC603",
+        "init-like",
+        "warning",
+        "A tensor has the statistics of a fresh initialisation, not of trained weights.",
+    ),
+    Rule(
+        "EC604",
+        "all-zero-weight",
+        "error",
+        "A weight matrix is all zero.",
+    ),
+    Rule(
+        "EC605",
+        "embed-differs-from-target",
+        "warning",
+        "The draft ships its own embed_tokens, different from the target's: SGLang replaces it, vLLM uses it.",
+    ),
 )
 
-RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}
+# Rules that read tensor values (verify --level tensors).
+_TENSOR_LEVEL = frozenset({"EC406", "EC407", "EC408", "EC409", "EC410", "EC601", "EC602", "EC603", "EC604", "EC605"})
+RULES: dict[str, Rule] = {
+    rule.id: replace(rule, level="tensors") if rule.id in _TENSOR_LEVEL else rule for rule in _RULES
+}
 
 
 def finding(
@@ -158,7 +381,8 @@ def finding(
     subject: str | None = None,
     expected: Any = None,
     actual: Any = None,
+    engine: str | None = None,
 ) -> Finding:
     """A finding for a registered rule; its severity defaults to the rule's."""
     rule = RULES[rule_id]
-    return Finding(rule.id, severity or rule.severity, message, subject, expected, actual)
+    return Finding(rule.id, severity or rule.severity, message, subject, expected, actual, engine)

@@ -45,8 +45,8 @@ def render_cli_markdown() -> str:
         "",
         f"{root.help}",
         "",
-        "Exit codes: `0` ok, `1` findings at the failing level (`verify`), `2` bad input or usage, "
-        "`3` nothing to check, `4` internal error. Errors are one `Error:` line naming the file and the cause, "
+        "Exit codes: `0` ok, `1` findings at the failing level (`verify`), `2` bad input, usage or internal error, "
+        "`3` nothing to check. Errors are one `Error:` line naming the file and the cause, "
         "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback.",
         "",
     ]

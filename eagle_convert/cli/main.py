@@ -12,7 +12,7 @@ from eagle_convert.cli import inspect_cmd, normalize_cmd
 from eagle_convert.errors import EagleConvertError
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
-EXIT_INTERNAL = 4
+EXIT_INTERNAL = 2  # the contract: 2 = bad input, usage or internal error
 
 app = typer.Typer(
     name="eagle-convert",

@@ -1,0 +1,200 @@
+"""``verify_checkpoint()``: the pre-deploy gate. Every rule runs or is reported as skipped, with a reason.
+
+Levels form a ladder (``static`` < ``tensors`` < ``forward`` < ``target``); each runs the rules of the levels below
+it. ``static`` reads config and headers only and never imports torch; ``tensors`` streams tensor values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.checks import STATIC_CHECKS, Context, map_names
+from eagle_convert.config import TargetConfig
+from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.errors import NothingToCheckError, UsageError
+from eagle_convert.expected import expected_tensors
+from eagle_convert.findings import SEVERITIES, Finding
+from eagle_convert.rules import LEVELS, RULES
+from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+
+ENGINES = {"both": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
+FAIL_LEVELS = ("error", "warning")
+IMPLEMENTED_LEVELS = ("static", "tensors")
+# Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
+STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
+HASH_CHUNK = 8 << 20
+
+
+def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """'EC101,EC2' or ['EC101', 'EC2'] -> ('EC101', 'EC2'); a prefix selects every id that starts with it."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = tuple(i.strip().upper() for i in items if i.strip())
+    unknown = [i for i in out if not any(r.startswith(i) for r in RULES)]
+    if unknown:
+        raise UsageError(f"no rule id starts with {', '.join(unknown)}", hint="run `eagle-convert rules` for the list")
+    return out
+
+
+def _selected(rule_id: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    return (not select or any(rule_id.startswith(s) for s in select)) and not any(rule_id.startswith(i) for i in ignore)
+
+
+def load_settings(start: Path) -> dict[str, Any]:
+    """``[tool.eagle-convert]`` from the nearest pyproject.toml at or above ``start`` (empty when none)."""
+    for directory in (start.resolve(), *start.resolve().parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                doc = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise UsageError(f"cannot read [tool.eagle-convert]: {exc}", path=candidate) from None
+            settings = doc.get("tool", {}).get("eagle-convert", {})
+            if not isinstance(settings, dict):
+                raise UsageError("[tool.eagle-convert] must be a table", path=candidate)
+            return settings
+    return {}
+
+
+def hash_files(root: Path, names: Iterable[str], progress: Callable[[int], None] | None = None) -> list[FileDigest]:
+    out = []
+    for name in names:
+        path = root / name
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(HASH_CHUNK):
+                digest.update(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+        out.append(FileDigest(name, path.stat().st_size, digest.hexdigest()))
+    return out
+
+
+def checkpoint_files(ckpt: Checkpoint) -> list[str]:
+    """The files a deployment would ship: config, index, shards (or pickle files)."""
+    names = []
+    if ckpt.config_path is not None:
+        names.append(ckpt.config_path.name)
+    if ckpt.index_path is not None:
+        names.append(ckpt.index_path.name)
+    names += [s.name for s in ckpt.shards] + [p for p in ckpt.pickle_files if (ckpt.root / p).is_file()]
+    return names
+
+
+def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None, str | None]:
+    subject = f.subject
+    if subject and subject in ckpt.tensors:
+        return ckpt.tensors[subject].shard, subject
+    if subject == "eagle_aux_hidden_state_layer_ids" and spec.aux.location == "eagle_config":
+        return "config.json", "/eagle_config/eagle_aux_hidden_state_layer_ids"
+    if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
+        return "config.json", "/" + subject.replace(".", "/")
+    return None, subject
+
+
+def verify_checkpoint(
+    path: str | Path,
+    *,
+    target: str | Path | None = None,
+    engine: str = "both",
+    level: str = "static",
+    strict: bool = False,
+    fail_level: str = "error",
+    select: str | Iterable[str] | None = None,
+    ignore: str | Iterable[str] | None = None,
+    compute_hashes: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input)."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    if level not in LEVELS:
+        raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
+    if level not in IMPLEMENTED_LEVELS:
+        raise UsageError(
+            f"--level {level} needs the reference forward pass, which this version does not have",
+            hint=f"use --level {' or '.join(IMPLEMENTED_LEVELS)}",
+        )
+    if fail_level not in FAIL_LEVELS:
+        raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
+    chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
+    engines = ENGINES[engine]
+    ckpt = open_checkpoint(path)
+    if ckpt.weight_format == "none":
+        raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
+    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    spec = detect(ckpt, target_cfg)
+    canonical, unplaced = map_names(ckpt, spec)
+    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced)
+    depth = LEVELS.index(level)
+
+    def enabled(rule_id: str) -> bool:
+        return _selected(rule_id, chosen, ignored) and LEVELS.index(RULES[rule_id].level) <= depth
+
+    found: list[VerifyFinding] = []
+    for f in spec.findings:
+        if f.engine is not None and f.engine not in engines:
+            continue
+        file, pointer = _pointer(spec, ckpt, f)
+        found.append(VerifyFinding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
+    if ckpt.weight_format == "pickle":
+        found.append(
+            VerifyFinding(
+                "EC003",
+                "warning",
+                f"weights are pickle ({', '.join(ckpt.pickle_files)}): tensors "
+                "were not checked; convert with `eagle-convert normalize --allow-pickle`",
+                ckpt.pickle_files[0],
+                None,
+            )
+        )
+    for rule_id, check in STATIC_CHECKS.items():
+        if enabled(rule_id):
+            found += check(ctx)
+    if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
+        from eagle_convert.content_checks import content_findings
+
+        found += content_findings(ctx, enabled)
+
+    found = [f for f in found if enabled(f.rule_id)]
+    if strict:
+        found = [VerifyFinding(f.rule_id, "error", *_rest(f)) if f.rule_id in STRICT_ERRORS else f for f in found]
+    found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
+    failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
+    status = "fail" if any(f.severity in failing for f in found) else "pass"
+    files = checkpoint_files(ckpt)
+    digests = (
+        hash_files(ckpt.root, files, progress)
+        if compute_hashes
+        else [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in files]
+    )
+    return VerifyReport(
+        str(path), level, engine, fail_level, status, found, _outcomes(found, chosen, ignored, depth, ckpt), digests
+    )
+
+
+def _rest(f: VerifyFinding) -> tuple[str, str | None, str | None, Any, Any]:
+    return f.message, f.file, f.pointer, f.expected, f.actual
+
+
+def _outcomes(
+    found: list[VerifyFinding], select: tuple[str, ...], ignore: tuple[str, ...], depth: int, ckpt: Checkpoint
+) -> list[CheckOutcome]:
+    failed = {f.rule_id for f in found}
+    out = []
+    for rule in RULES.values():
+        if not _selected(rule.id, select, ignore):
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "not selected"))
+        elif LEVELS.index(rule.level) > depth:
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
+        elif rule.level == "tensors" and ckpt.weight_format != "safetensors":
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
+        else:
+            out.append(CheckOutcome(rule.id, rule.name, "fail" if rule.id in failed else "pass"))
+    return out
