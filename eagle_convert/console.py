@@ -16,8 +16,13 @@ from rich.text import Text
 from eagle_convert.findings import Finding
 from eagle_convert.inspect_api import InspectReport
 from eagle_convert.normalize import NormalizeReport
+from eagle_convert.verify_report import VerifyReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False)
 
 
 def stdout_console() -> Console:
@@ -26,7 +31,11 @@ def stdout_console() -> Console:
 
 
 def write_json(doc: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    write_json_value(doc)
+
+
+def write_json_value(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def _human_bytes(n: int) -> str:
@@ -145,15 +154,15 @@ def render_error(message: str, hint: str | None) -> None:
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A bytes-written progress bar on stderr (only on a terminal); yields the callback to advance it."""
+def progress_bar(enabled: bool, label: str = "writing") -> Iterator[Callable[[int], None] | None]:
+    """A bytes progress bar on stderr (only on a terminal); yields the callback to advance it."""
     if not enabled:
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     with Progress(
-        "writing",
+        label,
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
@@ -205,3 +214,29 @@ def render_normalize(report: NormalizeReport, console: Console) -> None:
     console.print(table)
     console.print()
     render_findings(console, report.findings)
+
+
+def render_verify(report: VerifyReport, console: Console) -> None:
+    doc = report.to_dict()
+    table = Table(title=f"verify {report.path} (level {report.level}, engine {report.engine})", title_justify="left")
+    for column in ("rule", "severity", "where", "message"):
+        table.add_column(column, overflow="fold")
+    for f in report.findings:
+        where = " ".join(p for p in (f.file, f.pointer) if p)
+        table.add_row(
+            f.rule_id, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), Text(where), Text(f.message)
+        )
+    if report.findings:
+        console.print(table)
+    ran = sum(c["outcome"] != "skipped" for c in doc["checks"])
+    s = doc["summary"]
+    verdict = Text(
+        "PASS" if report.status == "pass" else "FAIL", style="bold green" if report.status == "pass" else "bold red"
+    )
+    console.print(
+        verdict,
+        Text(
+            f" {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info; "
+            f"{ran} of {len(doc['checks'])} rules ran; fail level {report.fail_level}"
+        ),
+    )

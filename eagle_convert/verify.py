@@ -28,6 +28,24 @@ IMPLEMENTED_LEVELS = ("static", "tensors")
 # Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
 STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
 HASH_CHUNK = 8 << 20
+# Static rules that compare the tensor headers with the config: skipped when the weights are pickle.
+NEEDS_HEADERS = frozenset(
+    {
+        "EC015",
+        "EC209",
+        "EC301",
+        "EC302",
+        "EC303",
+        "EC304",
+        "EC305",
+        "EC401",
+        "EC402",
+        "EC404",
+        "EC411",
+        "EC501",
+        "EC505",
+    }
+)
 
 
 def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -138,7 +156,8 @@ def verify_checkpoint(
         return _selected(rule_id, chosen, ignored) and LEVELS.index(RULES[rule_id].level) <= depth
 
     found: list[VerifyFinding] = []
-    for f in spec.findings:
+    notes = [Finding(n.rule_id, n.severity, n.message) for n in ckpt.notes]
+    for f in notes + spec.findings:
         if f.engine is not None and f.engine not in engines:
             continue
         file, pointer = _pointer(spec, ckpt, f)
@@ -154,8 +173,9 @@ def verify_checkpoint(
                 None,
             )
         )
+    headers = ckpt.weight_format == "safetensors"
     for rule_id, check in STATIC_CHECKS.items():
-        if enabled(rule_id):
+        if enabled(rule_id) and (headers or rule_id not in NEEDS_HEADERS):
             found += check(ctx)
     if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
         from eagle_convert.content_checks import content_findings
@@ -193,7 +213,7 @@ def _outcomes(
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "not selected"))
         elif LEVELS.index(rule.level) > depth:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
-        elif rule.level == "tensors" and ckpt.weight_format != "safetensors":
+        elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.id in NEEDS_HEADERS):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
         else:
             out.append(CheckOutcome(rule.id, rule.name, "fail" if rule.id in failed else "pass"))

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from eagle_convert import __version__
-from eagle_convert.cli import inspect_cmd, normalize_cmd
+from eagle_convert.cli import inspect_cmd, normalize_cmd, rules_cmd, verify_cmd
 from eagle_convert.errors import EagleConvertError
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
@@ -39,6 +39,8 @@ def _root(
 
 inspect_cmd.register(app)
 normalize_cmd.register(app)
+verify_cmd.register(app)
+rules_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,145 @@
+"""`eagle-convert verify PATH`: the pre-deploy gate (rules, reports, CI formats, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
+
+if TYPE_CHECKING:
+    from eagle_convert.verify_report import VerifyReport
+
+
+class Engine(StrEnum):
+    sglang = "sglang"
+    vllm = "vllm"
+    both = "both"
+
+
+class Level(StrEnum):
+    static = "static"
+    tensors = "tensors"
+    forward = "forward"
+    target = "target"
+
+
+class FailLevel(StrEnum):
+    error = "error"
+    warning = "warning"
+
+
+class Format(StrEnum):
+    human = "human"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+    junit = "junit"
+
+
+def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) -> str:
+    """A command-line value wins over [tool.eagle-convert] in pyproject.toml, which wins over the default."""
+    return cli if cli is not None else str(settings.get(key, default))
+
+
+def verify(
+    path: Path = typer.Argument(..., metavar="PATH", help="Draft checkpoint directory or .safetensors file."),
+    target: Path | None = typer.Option(
+        None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
+    ),
+    engine: Engine | None = typer.Option(None, "--engine", help="Engine(s) the draft must load right in [both]."),
+    level: Level = typer.Option(Level.static, "--level", help="static: config and headers; tensors: also values."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."
+    ),
+    fail_level: FailLevel | None = typer.Option(None, "--fail-level", help="Lowest severity that fails [error]."),
+    select: str | None = typer.Option(
+        None, "--select", metavar="RULES", help="Only these rules (ids or prefixes, comma-separated)."
+    ),
+    ignore: str | None = typer.Option(None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes)."),
+    output_format: Format = typer.Option(Format.human, "--format", help="Report format."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    output: Path | None = typer.Option(
+        None,
+        "--output",
+        metavar="FILE",
+        help="Write the report to FILE instead of stdout (human format: the JSON report).",
+    ),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings fail the gate."),
+    no_hash: bool = typer.Option(False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files."),
+) -> None:
+    """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
+    from eagle_convert.console import progress_bar, render_verify, stderr_console
+    from eagle_convert.verify import load_settings, verify_checkpoint
+    from eagle_convert.verify_report import VerifyReport
+
+    fmt = Format.json if as_json else output_format
+    settings = load_settings(Path.cwd())
+    chosen_engine = _setting(engine, settings, "engine", "both")
+    chosen_fail = _setting(fail_level, settings, "fail-level", "error")
+    try:
+        with progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance:
+            report = verify_checkpoint(
+                path,
+                target=target,
+                engine=chosen_engine,
+                level=level.value,
+                strict=strict,
+                fail_level=chosen_fail,
+                select=select if select is not None else settings.get("select"),
+                ignore=ignore if ignore is not None else settings.get("ignore"),
+                compute_hashes=not no_hash,
+                progress=advance,
+            )
+    except EagleConvertError as exc:
+        failed = VerifyReport(
+            str(path),
+            level.value,
+            chosen_engine,
+            chosen_fail,
+            "error",
+            error={"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code},
+        )
+        _emit(failed, fmt, output)
+        raise
+    _emit(report, fmt, output)
+    if fmt == Format.human:
+        render_verify(report, stderr_console())
+    if report.status == "fail" and not exit_zero:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK)
+
+
+def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
+    """Machine formats with plain writes (never through rich); GitHub annotations and step summary when in Actions."""
+    from eagle_convert import report_formats as rf
+
+    render = {
+        Format.json: rf.to_json,
+        Format.human: rf.to_json,
+        Format.sarif: lambda r: json.dumps(rf.to_sarif(r), indent=2, ensure_ascii=False) + "\n",
+        Format.junit: rf.to_junit,
+        Format.github: rf.github_annotations,
+    }[fmt]
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(render(report), encoding="utf-8")
+    elif fmt != Format.human:
+        sys.stdout.write(render(report))
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    if in_actions and fmt != Format.github and (fmt == Format.human or output is not None):
+        sys.stdout.write(rf.github_annotations(report))  # stdout is free: annotate the run
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(rf.markdown_summary(report))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)

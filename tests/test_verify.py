@@ -1,0 +1,173 @@
+"""verify: the broken corpus is caught rule by rule, clean drafts pass, and the CI contract holds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft4Validator, Draft202012Validator
+
+from eagle_convert.normalize import normalize_checkpoint
+from eagle_convert.rules import RULES
+from eagle_convert.verify import verify_checkpoint
+from fixtures.broken import CORPUS, write_broken
+from fixtures.layouts import LAYOUTS
+from tests.conftest import ROOT, run_cli
+
+REPORT = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
+SARIF = Draft4Validator(json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text()))
+# Rules no broken checkpoint can show: verify refuses config-only input (exit 3), and EC005 is an info note.
+NOT_IN_CORPUS = {"EC004", "EC005"}
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    for case in CORPUS:
+        write_broken(root / case.name, case)
+    return root
+
+
+def test_corpus_is_large_and_covers_every_rule() -> None:
+    assert len(CORPUS) >= 40
+    assert len({c.name for c in CORPUS}) == len(CORPUS)
+    covered = {c.rule for c in CORPUS}
+    assert set(RULES) - covered == NOT_IN_CORPUS
+    modes = {c.failure_mode for c in CORPUS if c.failure_mode}
+    assert modes >= {str(i) for i in range(1, 16)} | {"17"}  # FORMATS.md section 8 (16 needs a forward pass)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.name for c in CORPUS])
+def test_broken_checkpoint_is_caught_by_its_rule(corpus: Path, case: object) -> None:
+    from fixtures.broken import Broken
+
+    assert isinstance(case, Broken)
+    target = corpus / "targets" / case.target if case.target else None
+    report = verify_checkpoint(corpus / case.name, target=target, level=case.level, engine=case.engine)
+    REPORT.validate(report.to_dict())
+    caught = [f for f in report.findings if f.rule_id == case.rule]
+    assert caught, [f.rule_id for f in report.findings]
+    if RULES[case.rule].severity == "error":
+        assert report.status == "fail"
+
+
+CLEAN = sorted(
+    n
+    for n, lay in LAYOUTS.items()
+    if lay.expect.producer != "eagle1" and not lay.expect.moe and lay.expect.convention != "ambiguous"
+)
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_every_layout_after_normalize_passes_with_zero_errors(fx: Path, tmp_path: Path, name: str) -> None:
+    target = fx / "targets" / ("target-kimi" if LAYOUTS[name].attention == "mla" else "target-llama")
+    normalize_checkpoint(fx / "layouts-sharded" / name, tmp_path / "out", target=target)
+    report = verify_checkpoint(tmp_path / "out", target=target, level="tensors")
+    assert report.summary()["errors"] == 0, [(f.rule_id, f.message) for f in report.findings]
+    assert report.status == "pass"
+    assert "skipped" not in {c.outcome for c in report.checks}  # every rule ran at this level
+
+
+def test_hash_manifest_matches_the_files(fx: Path) -> None:
+    path = fx / "layouts-sharded" / "specforge-mha"
+    report = verify_checkpoint(path)
+    names = {f.name: f.sha256 for f in report.files}
+    assert set(names) == {"config.json", "model.safetensors.index.json", *(p.name for p in path.glob("*.safetensors"))}
+    for name, digest in names.items():
+        assert digest == hashlib.sha256((path / name).read_bytes()).hexdigest()
+    assert all(f.sha256 is None for f in verify_checkpoint(path, compute_hashes=False).files)
+
+
+def test_cli_exit_codes_and_report_contract(fx: Path, corpus: Path, tmp_path: Path) -> None:
+    clean = tmp_path / "clean"
+    normalize_checkpoint(fx / "layouts" / "specforge-mha", clean, target_family="llama")
+    ok = run_cli("verify", str(clean), "--json")
+    assert ok.returncode == 0, ok.stderr
+    REPORT.validate(json.loads(ok.stdout))
+    bad = run_cli("verify", str(corpus / "no-lm-head"), "--json")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["status"] == "fail"
+    assert run_cli("verify", str(corpus / "no-lm-head"), "--exit-zero").returncode == 0
+    assert run_cli("verify", str(corpus / "no-lm-head"), "--ignore", "EC401").returncode == 0
+    assert run_cli("verify", str(corpus / "no-lm-head"), "--select", "EC3").returncode == 0
+    warn = run_cli("verify", str(corpus / "stray-weight-file"))
+    assert warn.returncode == 0
+    assert run_cli("verify", str(corpus / "stray-weight-file"), "--fail-level", "warning").returncode == 1
+    ambiguous = run_cli("verify", str(corpus / "ambiguous-ids"), "--select", "EC101")
+    assert ambiguous.returncode == 0
+    assert run_cli("verify", str(corpus / "ambiguous-ids"), "--select", "EC101", "--strict").returncode == 1
+    broken = run_cli("verify", str(fx / "malformed" / "hole"), "--json")
+    assert broken.returncode == 2 and broken.stderr.startswith("Error: ")
+    doc = json.loads(broken.stdout)
+    REPORT.validate(doc)
+    assert doc["status"] == "error" and doc["error"]["exit_code"] == 2
+    nothing = run_cli("verify", str(fx / "layouts" / "specforge-mha" / "config.json"))
+    assert nothing.returncode == 3
+    assert run_cli("verify", str(clean), "--select", "EC999").returncode == 2
+
+
+def test_sarif_and_junit_outputs(corpus: Path, tmp_path: Path) -> None:
+    sarif = run_cli("verify", str(corpus / "specforge-ids-read-by-vllm"), "--format", "sarif")
+    assert sarif.returncode == 1
+    log = json.loads(sarif.stdout)
+    SARIF.validate(log)
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["EC104"]
+    out = tmp_path / "report.xml"
+    junit = run_cli("verify", str(corpus / "no-lm-head"), "--format", "junit", "--output", str(out))
+    assert junit.returncode == 1 and junit.stdout == ""
+    suite = ET.parse(out).getroot()
+    assert int(suite.get("failures", "0")) >= 1
+
+
+def test_github_actions_annotations_and_step_summary(corpus: Path, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    result = run_cli(
+        "verify", str(corpus / "no-lm-head"), env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    )
+    assert result.returncode == 1
+    assert any(line.startswith("::error ") and "EC401" in line for line in result.stdout.splitlines())
+    assert "EC401" in summary.read_text()
+
+
+def test_pyproject_settings_apply(corpus: Path, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.eagle-convert]\nignore = ["EC401"]\nengine = "sglang"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "eagle_convert", "verify", str(corpus / "no-lm-head"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    doc = json.loads(result.stdout)
+    assert result.returncode == 0 and doc["engine"] == "sglang"
+    assert {c["rule_id"]: c["outcome"] for c in doc["checks"]}["EC401"] == "skipped"
+
+
+BLOCK_TORCH = """
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked in this test")
+sys.meta_path.insert(0, _Block())
+from eagle_convert.cli.main import main
+code = main(sys.argv[1:])
+assert "torch" not in sys.modules
+sys.exit(code)
+"""
+
+
+def test_static_verify_runs_without_torch(corpus: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH, "verify", str(corpus / "no-lm-head"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["summary"]["errors"] >= 1
