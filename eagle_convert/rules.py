@@ -368,6 +368,25 @@ _RULES = (
 
 # Rules that read tensor values (verify --level tensors).
 _TENSOR_LEVEL = frozenset({"EC406", "EC407", "EC408", "EC409", "EC410", "EC601", "EC602", "EC603", "EC604", "EC605"})
+# Rules whose findings `eagle-convert normalize` resolves (it rewrites names and config; it never invents weights).
+FIXED_BY_NORMALIZE = frozenset(
+    {
+        "EC009",
+        "EC010",
+        "EC015",
+        "EC103",
+        "EC104",
+        "EC106",
+        "EC109",
+        "EC202",
+        "EC204",
+        "EC208",
+        "EC403",
+        "EC405",
+        "EC501",
+        "EC003",
+    }
+)
 RULES: dict[str, Rule] = {
     rule.id: replace(rule, level="tensors") if rule.id in _TENSOR_LEVEL else rule for rule in _RULES
 }
