@@ -52,22 +52,23 @@ def _chunks(t: Any) -> Iterator[Any]:
         yield flat[start : start + CHUNK_ELEMENTS]
 
 
-def tensor_stats(t: Any) -> Stats:
+def tensor_stats(t: Any, moments: bool = True) -> Stats:
+    """Finiteness and non-zero flags of ``t``, plus its moments when ``moments`` (chunked, float64 sums)."""
     import torch
 
     stats = Stats()
     for chunk in _chunks(t):
-        x = chunk.to(torch.float64)
-        finite = torch.isfinite(x)
-        if not bool(finite.all()):
-            stats.finite = False
-            x = torch.where(finite, x, torch.zeros_like(x))
-        stats.any_nonzero = stats.any_nonzero or bool((x != 0).any())
-        stats.count += x.numel()
-        stats.total += float(x.sum())
-        sq = x * x
-        stats.total_sq += float(sq.sum())
-        stats.total_4 += float((sq * sq).sum())
+        finite = torch.isfinite(chunk)
+        clean = chunk if bool(finite.all()) else torch.where(finite, chunk, torch.zeros_like(chunk))
+        stats.finite = stats.finite and clean is chunk
+        stats.any_nonzero = stats.any_nonzero or bool(clean.any())
+        stats.count += clean.numel()
+        if moments:
+            x = clean.to(torch.float32)
+            sq = x * x
+            stats.total += float(x.sum(dtype=torch.float64))
+            stats.total_sq += float(sq.sum(dtype=torch.float64))
+            stats.total_4 += float((sq * sq).sum(dtype=torch.float64))
     return stats
 
 
@@ -103,7 +104,7 @@ def content_findings(ctx: Context, enabled: Callable[[str], bool]) -> list[Verif
             continue
         if not t.is_floating_point():
             continue
-        stats = tensor_stats(t)
+        stats = tensor_stats(t, moments=name in INIT_CHECKED)
         role = ctx.expected[name].role if name in ctx.expected else "weight"
         if enabled("EC601") and not stats.finite:
             out.append(tensor_finding(ctx, "EC601", f"{name} holds NaN or Inf values", name))
