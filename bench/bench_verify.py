@@ -56,7 +56,8 @@ def main() -> int:
         )
         print(
             f"tensors level, {ckpt.total_bytes / 1e9:.2f} GB checkpoint: {seconds:.1f} s, peak RSS "
-            f"{rss / 1024:.0f} MiB; largest tensor {largest / 2**20:.0f} MiB, checkpoint {ckpt.total_bytes / 2**20:.0f} MiB"
+            f"{rss / 1024:.0f} MiB; largest tensor {largest / 2**20:.0f} MiB, "
+            f"checkpoint {ckpt.total_bytes / 2**20:.0f} MiB"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
