@@ -88,12 +88,22 @@ def render_rules_markdown() -> str:
         "| id | name | severity | level | fixed by `normalize` |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| [{r.id}](#{r.id.lower()}) | {r.name} | {r.severity} | {r.level} | "
-              f"{'yes' if r.id in FIXED_BY_NORMALIZE else ''} |" for r in RULES.values()]
+    lines += [
+        f"| [{r.id}](#{r.id.lower()}) | {r.name} | {r.severity} | {r.level} | "
+        f"{'yes' if r.id in FIXED_BY_NORMALIZE else ''} |"
+        for r in RULES.values()
+    ]
     for r in RULES.values():
-        lines += ["", f'<a id="{r.id.lower()}"></a>', f"## {r.id} {r.name}", "",
-                  f"Severity **{r.severity}**, level `{r.level}`."
-                  + (" `eagle-convert normalize` fixes it." if r.id in FIXED_BY_NORMALIZE else ""), "", r.summary]
+        lines += [
+            "",
+            f'<a id="{r.id.lower()}"></a>',
+            f"## {r.id} {r.name}",
+            "",
+            f"Severity **{r.severity}**, level `{r.level}`."
+            + (" `eagle-convert normalize` fixes it." if r.id in FIXED_BY_NORMALIZE else ""),
+            "",
+            r.summary,
+        ]
     return "\n".join(lines) + "\n"
 
 
