@@ -171,3 +171,13 @@ def test_static_verify_runs_without_torch(corpus: Path) -> None:
     )
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["summary"]["errors"] >= 1
+
+
+def test_rules_command_lists_the_registry() -> None:
+    listed = run_cli("rules", "--json")
+    assert listed.returncode == 0
+    rows = json.loads(listed.stdout)
+    assert [r["id"] for r in rows] == list(RULES)
+    assert {"id", "name", "severity", "level", "summary"} <= set(rows[0])
+    human = run_cli("rules")
+    assert human.returncode == 0 and "EC104" in human.stdout and "aux-engine-misreads" in human.stdout
