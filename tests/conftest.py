@@ -31,3 +31,29 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         cwd=ROOT,
         timeout=120,
     )
+
+
+BLOCK_TORCH = """
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked in this test")
+sys.meta_path.insert(0, _Block())
+from eagle_convert.cli.main import main
+code = main(sys.argv[1:])
+assert "torch" not in sys.modules
+sys.exit(code)
+"""
+
+
+def run_cli_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess where importing torch fails (and a late import would fail the run)."""
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "160"},
+        timeout=120,
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from fixtures.generate import MALFORMED
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, run_cli_without_torch
 
 VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
 
@@ -84,33 +83,12 @@ def test_the_pickle_payload_would_run_if_unpickled(tmp_path: Path) -> None:
     assert marker.exists()
 
 
-BLOCK_TORCH = """
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked in this test")
-sys.meta_path.insert(0, _Block())
-from eagle_convert.cli.main import main
-code = main(sys.argv[1:])
-assert "torch" not in sys.modules
-sys.exit(code)
-"""
-
-
 def test_inspect_runs_without_torch(fx: Path) -> None:
     for args in (
         ["inspect", str(fx / "layouts-sharded" / "torchspec-mla"), "--json"],
         ["inspect", str(fx / "layouts" / "specforge-mha-eagle3.1"), "--target", str(fx / "targets" / "target-llama")],
     ):
-        result = subprocess.run(
-            [sys.executable, "-c", BLOCK_TORCH, *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "COLUMNS": "160"},
-            timeout=120,
-        )
+        result = run_cli_without_torch(*args)
         assert result.returncode == 0, result.stderr
         assert "specforge" in result.stdout or "torchspec" in result.stdout
 

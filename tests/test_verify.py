@@ -18,7 +18,7 @@ from eagle_convert.rules import RULES
 from eagle_convert.verify import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.layouts import LAYOUTS
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, run_cli_without_torch
 
 REPORT = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
 SARIF = Draft4Validator(json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text()))
@@ -148,27 +148,8 @@ def test_pyproject_settings_apply(corpus: Path, tmp_path: Path) -> None:
     assert {c["rule_id"]: c["outcome"] for c in doc["checks"]}["EC401"] == "skipped"
 
 
-BLOCK_TORCH = """
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked in this test")
-sys.meta_path.insert(0, _Block())
-from eagle_convert.cli.main import main
-code = main(sys.argv[1:])
-assert "torch" not in sys.modules
-sys.exit(code)
-"""
-
-
 def test_static_verify_runs_without_torch(corpus: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCK_TORCH, "verify", str(corpus / "no-lm-head"), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    result = run_cli_without_torch("verify", str(corpus / "no-lm-head"), "--json")
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["summary"]["errors"] >= 1
 
