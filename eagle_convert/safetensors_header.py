@@ -119,7 +119,7 @@ def parse_header(raw: bytes, file_size: int, source: str, shard: str) -> Safeten
 
     data_start = 8 + len(raw)
     buffer_size = file_size - data_start
-    metadata = _metadata(doc.pop("__metadata__", {}), source)
+    metadata = _metadata(doc.pop("__metadata__", None) or {}, source)  # null is "no metadata", as in the reference
     tensors = [_entry(name, value, data_start, source, shard) for name, value in doc.items()]
     _check_coverage(tensors, data_start, buffer_size, source)
     return SafetensorsHeader(Path(source), file_size, data_start, metadata, tuple(tensors))

@@ -71,7 +71,7 @@ from eagle_convert.safetensors_header import DTYPE_BITS, build_header, read_head
 COPY_BUFFER_BYTES = 8 * 1024 * 1024  # the read/write fallback's chunk
 KERNEL_CHUNK_BYTES = 64 * 1024 * 1024  # the most one copy_file_range/sendfile call is asked to copy
 _FALLBACK_ERRNOS = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
-_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # EFBIG: a file-size limit
 _RANDOM_HEX = 16
 _BINARY: int = getattr(os, "O_BINARY", 0)  # Windows only; 0 elsewhere
 
@@ -524,8 +524,28 @@ def _remove(path: Path) -> bool:
 def _write_error(exc: OSError, out: Path) -> InputError:
     reason = exc.strerror or str(exc)
     if exc.errno in _DISK_FULL_ERRNOS:
-        return DiskFullError(
-            f"the disk filled up while writing the checkpoint ({reason}); nothing was written", path=out
-        )
+        return DiskFullError(f"no room to write the checkpoint ({reason}); nothing was written", path=out)
     where = f" ({exc.filename})" if exc.filename else ""
     return InputError(f"cannot write the checkpoint{where}: {reason}; nothing was written", path=out)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary sibling and a rename.
+
+    The rename replaces ``path`` itself, so a symlink planted at ``path`` is replaced, never followed, and a reader
+    never sees a half-written file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.partial-{secrets.token_hex(8)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o644)
+        try:
+            _write_bytes(fd, text.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _write_error(exc, path) from exc

@@ -128,8 +128,9 @@ def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
         Format.github: rf.github_annotations,
     }[fmt]
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(report), encoding="utf-8")
+        from eagle_convert.writer import write_text_atomic
+
+        write_text_atomic(output, render(report))
     elif fmt != Format.human:
         sys.stdout.write(render(report))
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
