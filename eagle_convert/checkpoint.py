@@ -10,10 +10,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, ShardIndexError, UnsafePathError
-from eagle_convert.jsonstrict import load_json_object
+from eagle_convert.jsonstrict import parse_json_object
 from eagle_convert.safetensors_header import SafetensorsHeader, TensorInfo, read_header
 
 CONFIG_NAME = "config.json"
@@ -40,6 +40,45 @@ class ShardInfo:
     metadata: dict[str, str]
 
 
+class Store(Protocol):
+    """Where a checkpoint's files are: a local directory, or a Hub repo at a pinned revision (hub.py)."""
+
+    def names(self) -> list[str]: ...  # the files at the top level
+    def is_file(self, name: str) -> bool: ...
+    def location(self, name: str) -> str: ...  # how errors name the file
+    def read_bytes(self, name: str) -> bytes: ...  # a small file (config, index)
+    def header(self, name: str) -> SafetensorsHeader: ...  # a validated safetensors header (bytes never read)
+
+
+class LocalStore:
+    """A checkpoint directory on disk. Every file must resolve inside it (symlinks included)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir())
+
+    def is_file(self, name: str) -> bool:
+        return (self.root / name).is_file()
+
+    def location(self, name: str) -> str:
+        return str(self.root / name)
+
+    def read_bytes(self, name: str) -> bytes:
+        path = self.root / name
+        _ensure_inside(self.root, path)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+
+    def header(self, name: str) -> SafetensorsHeader:
+        path = self.root / name
+        _ensure_inside(self.root, path)
+        return read_header(path, shard=name)
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """What is on disk, validated. ``tensors`` maps name -> header record, in file order."""
@@ -53,6 +92,7 @@ class Checkpoint:
     tensors: Mapping[str, TensorInfo]
     pickle_files: tuple[str, ...]
     notes: tuple[ReaderNote, ...] = field(default=())
+    revision: str | None = None  # the resolved commit sha of a Hub repo; None on disk
 
     @property
     def weight_format(self) -> str:
@@ -91,7 +131,7 @@ def _open_file(path: Path) -> Checkpoint:
         return Checkpoint(
             path,
             root,
-            _read_config(config_path),
+            _read_local_config(config_path),
             config_path,
             None,
             (_shard_info(header),),
@@ -99,10 +139,10 @@ def _open_file(path: Path) -> Checkpoint:
             (),
         )
     if path.suffix == ".json":
-        return Checkpoint(path, root, _read_config(path), path, None, (), {}, ())
+        return Checkpoint(path, root, _read_local_config(path), path, None, (), {}, ())
     if path.name.endswith(PICKLE_SUFFIXES):
         config_path = root / CONFIG_NAME
-        config = _read_config(config_path) if config_path.is_file() else None
+        config = _read_local_config(config_path) if config_path.is_file() else None
         return Checkpoint(path, root, config, config_path if config else None, None, (), {}, (path.name,))
     raise InputError(
         "not a checkpoint file",
@@ -112,29 +152,30 @@ def _open_file(path: Path) -> Checkpoint:
 
 
 def _open_dir(root: Path) -> Checkpoint:
-    names = sorted(p.name for p in root.iterdir())
-    config_path = root / CONFIG_NAME
+    return open_store(LocalStore(root), root)
+
+
+def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpoint:
+    """Open and validate the checkpoint held by ``store`` (``path`` names it in reports)."""
+    names = store.names()
     safetensors = [n for n in names if n.endswith(SAFETENSORS_SUFFIX)]
     indexes = [n for n in names if n.endswith(INDEX_SUFFIX)]
     pickles = tuple(n for n in names if n.endswith(PICKLE_SUFFIXES) or n.endswith(".bin.index.json"))
-    has_config = config_path.exists() or config_path.is_symlink()
+    has_config = CONFIG_NAME in names
 
     if not has_config and not safetensors and not indexes and not pickles:
-        raise NothingToCheckError(f"no {CONFIG_NAME} and no weight files here", path=root)
+        raise NothingToCheckError(f"no {CONFIG_NAME} and no weight files here", path=path)
     if not has_config:
-        raise ConfigError(f"{CONFIG_NAME} is missing", path=root, hint=f"a draft checkpoint needs its {CONFIG_NAME}")
-    _ensure_inside(root, config_path)
-    config = _read_config(config_path)
+        raise ConfigError(f"{CONFIG_NAME} is missing", path=path, hint=f"a draft checkpoint needs its {CONFIG_NAME}")
+    config = _read_config(store, CONFIG_NAME)
 
     notes: list[ReaderNote] = []
-    index_path: Path | None = None
+    index_name: str | None = None
     if indexes:
         index_name = INDEX_NAME if INDEX_NAME in indexes else indexes[0]
         if len(indexes) > 1:
             notes.append(ReaderNote("EC014", "warning", f"several index files; read {index_name}"))
-        index_path = root / index_name
-        _ensure_inside(root, index_path)
-        headers, tensors = _read_sharded(root, index_path)
+        headers, tensors = _read_sharded(store, index_name)
         named = {h.path.name for h in headers}
         notes.extend(
             ReaderNote(
@@ -144,8 +185,8 @@ def _open_dir(root: Path) -> Checkpoint:
             if name not in named
         )
     else:
-        headers = [_read_shard(root, name) for name in safetensors]
-        tensors = _tensor_map(headers, root)
+        headers = [store.header(name) for name in safetensors]
+        tensors = _tensor_map(headers, path)
         if len(headers) > 1:
             notes.append(
                 ReaderNote(
@@ -157,31 +198,32 @@ def _open_dir(root: Path) -> Checkpoint:
     if headers and pickles:
         notes.append(ReaderNote("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
     return Checkpoint(
-        root,
-        root,
+        path,
+        path,
         config,
-        config_path,
-        index_path,
+        path / CONFIG_NAME,
+        path / index_name if index_name else None,
         tuple(_shard_info(h) for h in headers),
         tensors,
         pickles,
         tuple(notes),
+        revision,
     )
 
 
-def _read_config(path: Path) -> dict[str, Any]:
-    return load_json_object(path, ConfigError, CONFIG_NAME if path.name == CONFIG_NAME else "config")
+def _read_local_config(path: Path) -> dict[str, Any]:
+    return _read_config(LocalStore(path.parent), path.name)
 
 
-def _read_shard(root: Path, name: str) -> SafetensorsHeader:
-    path = root / name
-    _ensure_inside(root, path)
-    return read_header(path, shard=name)
+def _read_config(store: Store, name: str) -> dict[str, Any]:
+    what = CONFIG_NAME if name == CONFIG_NAME else "config"
+    return parse_json_object(store.read_bytes(name), ConfigError, what, store.location(name))
 
 
-def _read_sharded(root: Path, index_path: Path) -> tuple[list[SafetensorsHeader], dict[str, TensorInfo]]:
+def _read_sharded(store: Store, index_name: str) -> tuple[list[SafetensorsHeader], dict[str, TensorInfo]]:
     """Read every shard the index names and check the index against the headers."""
-    index = load_json_object(index_path, ShardIndexError, "index")
+    index_path = store.location(index_name)
+    index = parse_json_object(store.read_bytes(index_name), ShardIndexError, "index", index_path)
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ShardIndexError("weight_map must be an object mapping tensor names to shard file names", path=index_path)
@@ -192,9 +234,9 @@ def _read_sharded(root: Path, index_path: Path) -> tuple[list[SafetensorsHeader]
             shard_names.append(name)
     headers = []
     for name in shard_names:
-        if not (root / name).is_file():
+        if not store.is_file(name):
             raise ShardIndexError(f"shard {name!r} named by the index does not exist", path=index_path)
-        headers.append(_read_shard(root, name))
+        headers.append(store.header(name))
 
     tensors = _tensor_map(headers, index_path)
     for header in headers:
@@ -216,7 +258,7 @@ def _read_sharded(root: Path, index_path: Path) -> tuple[list[SafetensorsHeader]
     return headers, tensors
 
 
-def _check_total_size(index: dict[str, Any], actual: int, index_path: Path) -> None:
+def _check_total_size(index: dict[str, Any], actual: int, index_path: str) -> None:
     metadata = index.get("metadata", {})
     if not isinstance(metadata, dict):
         raise ShardIndexError("metadata must be an object", path=index_path)
@@ -246,7 +288,7 @@ def is_plain_name(name: str) -> bool:
     )
 
 
-def _check_shard_name(name: str, index_path: Path) -> None:
+def _check_shard_name(name: str, index_path: str) -> None:
     if not is_plain_name(name):
         raise UnsafePathError(f"index names shard {name!r}, which is not a plain file name", path=index_path)
     if not name.endswith(SAFETENSORS_SUFFIX):
@@ -272,7 +314,7 @@ def _shard_info(header: SafetensorsHeader) -> ShardInfo:
     return ShardInfo(header.path.name, header.file_size, len(header.tensors), header.metadata)
 
 
-def _tensor_map(headers: list[SafetensorsHeader], source: Path) -> dict[str, TensorInfo]:
+def _tensor_map(headers: list[SafetensorsHeader], source: str | Path) -> dict[str, TensorInfo]:
     tensors: dict[str, TensorInfo] = {}
     for header in headers:
         for t in header.tensors:

@@ -57,6 +57,12 @@ def load_json_object(path: Path, error: type[InputError], what: str) -> dict[str
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"cannot read {what}: {exc.strerror or exc}", path=path) from None
+    return parse_json_object(data, error, what, str(path))
+
+
+def parse_json_object(data: bytes, error: type[InputError], what: str, source: str) -> dict[str, Any]:
+    """``data`` as one strict JSON object, raising ``error`` (naming ``source``) on any problem."""
+    path = source
     try:
         value = loads_strict(decode_utf8(data))
     except JsonSyntaxError as exc:
