@@ -93,6 +93,7 @@ class Checkpoint:
     pickle_files: tuple[str, ...]
     notes: tuple[ReaderNote, ...] = field(default=())
     revision: str | None = None  # the resolved commit sha of a Hub repo; None on disk
+    store: Store | None = None  # where the files are read from (None for a single file or a bare config)
 
     @property
     def weight_format(self) -> str:
@@ -208,6 +209,7 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
         pickles,
         tuple(notes),
         revision,
+        store,
     )
 
 

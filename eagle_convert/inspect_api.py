@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.findings import Finding
+from eagle_convert.hub import open_source
 from eagle_convert.layouts import split_name
 from eagle_convert.rules import finding
 
@@ -42,6 +43,7 @@ class InspectReport:
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
             "path": self.path,
+            "revision": self.checkpoint.revision,
             "format": {
                 "producer": spec.producer,
                 "confidence": spec.producer_confidence,
@@ -130,9 +132,10 @@ def inspect_checkpoint(
     path: str | Path,
     target: str | Path | TargetConfig | None = None,
     aux_convention: str | None = None,
+    token: str | None = None,
 ) -> InspectReport:
-    """Open ``path`` (headers only), detect its format and return the report. Raises typed errors on bad input."""
-    ckpt = open_checkpoint(path)
+    """Open ``path`` (a directory, file or Hub repo id; headers only), detect its format and return the report."""
+    ckpt = open_source(path, token)
     target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
     spec = detect(ckpt, target_cfg, aux_convention)
     found = [finding(n.rule_id, n.message, severity=n.severity) for n in ckpt.notes]

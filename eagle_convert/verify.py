@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.checks import STATIC_CHECKS, Context, map_names
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.expected import expected_tensors
 from eagle_convert.findings import SEVERITIES, Finding
+from eagle_convert.hub import open_source
 from eagle_convert.rules import LEVELS, RULES
 from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
 
@@ -128,6 +129,7 @@ def verify_checkpoint(
     ignore: str | Iterable[str] | None = None,
     compute_hashes: bool = True,
     progress: Callable[[int], None] | None = None,
+    token: str | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input)."""
     if engine not in ENGINES:
@@ -143,7 +145,12 @@ def verify_checkpoint(
         raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
     engines = ENGINES[engine]
-    ckpt = open_checkpoint(path)
+    ckpt = open_source(path, token)
+    if ckpt.revision is not None and level != "static":
+        raise UsageError(
+            f"--level {level} reads tensor values; a Hub repo is verified with --level static",
+            hint=f"`eagle-convert pull {path} DIR` first, then verify DIR",
+        )
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
     target_cfg = TargetConfig.from_path(target) if target is not None else None

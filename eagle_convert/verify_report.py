@@ -49,6 +49,7 @@ class VerifyReport:
     checks: list[CheckOutcome] = field(default_factory=list)
     files: list[FileDigest] = field(default_factory=list)
     error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
+    revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -65,7 +66,7 @@ class VerifyReport:
             "engine": self.engine,
             "fail_level": self.fail_level,
             "summary": self.summary(),
-            "checkpoint": {"path": self.path, "files": [asdict(f) for f in self.files]},
+            "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
             "findings": [asdict(f) for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,

@@ -49,7 +49,11 @@ def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) 
 
 
 def verify(
-    path: Path = typer.Argument(..., metavar="PATH", help="Draft checkpoint directory or .safetensors file."),
+    path: Path = typer.Argument(
+        ...,
+        metavar="PATH",
+        help="Draft checkpoint directory, .safetensors file, or Hub repo owner/name[@revision] (static level).",
+    ),
     target: Path | None = typer.Option(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
     ),
@@ -73,6 +77,9 @@ def verify(
     ),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings fail the gate."),
     no_hash: bool = typer.Option(False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files."),
+    token: str | None = typer.Option(
+        None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
+    ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
     from eagle_convert.console import progress_bar, render_verify, stderr_console

@@ -1,0 +1,97 @@
+"""`eagle-convert pull REPO OUT` and `eagle-convert push DIR REPO`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+
+from eagle_convert.cli.verify_cmd import Engine, FailLevel, Level
+
+TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
+
+
+def pull(
+    repo: str = typer.Argument(..., metavar="REPO", help="owner/name[@revision]"),
+    out: Path = typer.Argument(..., metavar="OUT", help="Directory to create (renamed into place when complete)."),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="Also download .bin/.pt weights."),
+    tokenizer: bool = typer.Option(False, "--tokenizer", help="Also download tokenizer files."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
+    token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Write the file list (with sha256) as JSON."),
+) -> None:
+    """Download only what a draft needs, check sizes and sha256 against the Hub, then validate it."""
+    from eagle_convert.console import stdout_console, write_json
+    from eagle_convert.publish import pull_checkpoint
+
+    report = pull_checkpoint(repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force)
+    if as_json:
+        write_json(asdict(report))
+    else:
+        stdout_console().print(
+            f"pulled {report.repo_id}@{report.revision} into {report.out}: "
+            f"{len(report.files)} file(s), sizes and sha256 checked"
+        )
+
+
+def push(
+    directory: Path = typer.Argument(..., metavar="DIR", help="The draft checkpoint to publish."),
+    repo: str = typer.Argument(..., metavar="REPO", help="owner/name"),
+    target: Path | None = typer.Option(None, "--target", metavar="PATH", help="Target model dir or config.json."),
+    base_model: str | None = typer.Option(None, "--base-model", help="The target's Hub id, for the card's metadata."),
+    engine: Engine = typer.Option(Engine.both, "--engine", help="Engine(s) verify checks for."),
+    level: Level = typer.Option(Level.static, "--level", help="verify level that must pass."),
+    fail_level: FailLevel = typer.Option(FailLevel.error, "--fail-level", help="Lowest severity that blocks."),
+    strict: bool = typer.Option(False, "--strict", help="verify --strict."),
+    create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing to main."),
+    private: bool = typer.Option(False, "--private", help="Create the repo private."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the exact files and card; upload nothing."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a draft already at the repo's head (verify still runs)."
+    ),
+    message: str | None = typer.Option(None, "--message", help="Commit message."),
+    token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Write the push report as JSON."),
+) -> None:
+    """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
+    from eagle_convert.console import stdout_console, write_json
+    from eagle_convert.publish import push_checkpoint
+
+    report = push_checkpoint(
+        directory,
+        repo,
+        target=target,
+        base_model=base_model,
+        engine=engine.value,
+        level=level.value,
+        fail_level=fail_level.value,
+        strict=strict,
+        create_pr=create_pr,
+        private=private,
+        dry_run=dry_run,
+        force=force,
+        token=token,
+        message=message,
+    )
+    if as_json:
+        write_json(asdict(report))
+        return
+    console = stdout_console()
+    console.print(f"{'would upload' if dry_run else 'uploaded'} to {report.repo_id}:")
+    for f in report.files:
+        console.print(f"  {f.name}  {f.size} bytes  sha256 {f.sha256}", markup=False, highlight=False)
+    if dry_run:
+        console.print("\n--- README.md ---\n", markup=False)
+        console.print(report.card, markup=False, highlight=False)
+    else:
+        console.print(
+            f"commit {report.commit} (parent {report.parent_commit})"
+            + (f"\npull request {report.pr_url}" if report.pr_url else ""),
+            markup=False,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("pull")(pull)
+    app.command("push")(push)
