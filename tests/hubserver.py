@@ -1082,9 +1082,10 @@ def isolate_hf_env(monkeypatch: Any, hf_home: Path) -> None:
     offline/telemetry/progress-bar switches), and installs an HTTP client whose requests to any host other than
     127.0.0.1/localhost raise. Undone when `monkeypatch` is.
     """
-    import huggingface_hub.constants as constants
-    import huggingface_hub.utils.tqdm as hf_tqdm
+    import importlib
+
     import httpx2
+    from huggingface_hub import constants
     from huggingface_hub.utils import _detect_agent, _http
 
     hf_home = Path(hf_home)
@@ -1112,7 +1113,8 @@ def isolate_hf_env(monkeypatch: Any, hf_home: Path) -> None:
         "HF_HUB_DISABLE_PROGRESS_BARS": True,
     }.items():
         monkeypatch.setattr(constants, name, value, raising=False)
-    monkeypatch.setattr(hf_tqdm, "HF_HUB_DISABLE_PROGRESS_BARS", True)
+    # `huggingface_hub.utils.tqdm` the attribute is the tqdm class; the module copied the flag at import time.
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.utils.tqdm"), "HF_HUB_DISABLE_PROGRESS_BARS", True)
     monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)
 
     def _local_only(request: httpx2.Request) -> None:
