@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from eagle_convert.checkpoint import Checkpoint, is_plain_name, open_store
 from eagle_convert.errors import InputError
@@ -37,7 +38,11 @@ def parse_repo_ref(text: str) -> tuple[str, str | None] | None:
 
 
 def _hf() -> Any:
+    """huggingface_hub with the submodules this module uses loaded (imported late: inspect of a path needs none)."""
     import huggingface_hub
+    import huggingface_hub.constants
+    import huggingface_hub.errors
+    import huggingface_hub.utils
 
     return huggingface_hub
 
@@ -150,7 +155,7 @@ class HubStore:
     def _get(self, name: str, start: int, end: int) -> bytes:
         """Bytes [start, end] of ``name``, checked: a 206 with the exact Content-Range, and every byte present."""
         hf = _hf()
-        url = hf.hf_hub_url(self.repo_id, name, revision=self.sha, endpoint=hf.constants.ENDPOINT)
+        url = f"{hf.constants.ENDPOINT}/{self.repo_id}/resolve/{self.sha}/{quote(name)}"
         size = self._file(name).size
         headers = {
             **hf.utils.build_hf_headers(token=self.token),

@@ -22,6 +22,7 @@ from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
 from eagle_convert.findings import Finding
+from eagle_convert.hub import parse_repo_ref
 from eagle_convert.layouts import split_name
 from eagle_convert.normalize_tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.producers import PROVENANCE_KEY
@@ -106,6 +107,20 @@ def normalize_checkpoint(
         raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
     if target_family is not None and target_family not in FAMILIES:
         raise UsageError(f"unknown target family {target_family!r}; choose from {', '.join(FAMILIES)}")
+    if parse_repo_ref(str(src)) is not None:
+        return _normalize_remote(
+            str(src),
+            Path(out),
+            profile=profile,
+            target=target,
+            target_family=target_family,
+            aux_convention=aux_convention,
+            dry_run=dry_run,
+            allow_pickle=allow_pickle,
+            force=force,
+            max_shard_size=max_shard_size,
+            progress=progress,
+        )
     src, out = Path(src), Path(out)
     ckpt = open_checkpoint(src)
     if ckpt.weight_format == "pickle":
@@ -190,6 +205,24 @@ def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], 
                     f"{engine} would select hs{read.hidden_state_indices} from the written config, "
                     f"not hs{sem.hidden_states}; nothing was kept"
                 )
+
+
+def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
+    """Pull a Hub repo into a staging directory next to ``out``, normalize that, and remove it."""
+    import shutil
+    import tempfile
+
+    from eagle_convert.publish import pull_checkpoint
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
+    try:
+        pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=bool(kwargs.get("allow_pickle")))
+        report = normalize_checkpoint(staging / "draft", out, **kwargs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.source = f"{ref} ({pulled.revision})"
+    return report
 
 
 def _normalize_pickle(

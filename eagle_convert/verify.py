@@ -19,7 +19,7 @@ from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.expected import expected_tensors
 from eagle_convert.findings import SEVERITIES, Finding
-from eagle_convert.hub import open_source
+from eagle_convert.hub import HubStore, open_source
 from eagle_convert.rules import LEVELS, RULES
 from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
 
@@ -195,15 +195,27 @@ def verify_checkpoint(
     found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
     failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
     status = "fail" if any(f.severity in failing for f in found) else "pass"
-    files = checkpoint_files(ckpt)
-    digests = (
-        hash_files(ckpt.root, files, progress)
-        if compute_hashes
-        else [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in files]
-    )
     return VerifyReport(
-        str(path), level, engine, fail_level, status, found, _outcomes(found, chosen, ignored, depth, ckpt), digests
+        str(path),
+        level,
+        engine,
+        fail_level,
+        status,
+        found,
+        _outcomes(found, chosen, ignored, depth, ckpt),
+        _manifest(ckpt, compute_hashes, progress),
+        revision=ckpt.revision,
     )
+
+
+def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] | None) -> list[FileDigest]:
+    names = checkpoint_files(ckpt)
+    store = ckpt.store
+    if ckpt.revision is not None and isinstance(store, HubStore):  # LFS hashes from the Hub; small files as read
+        return [FileDigest(n, store.files[n].size, store.digest(n) if compute else None) for n in names]
+    if compute:
+        return hash_files(ckpt.root, names, progress)
+    return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
 
 
 def _rest(f: VerifyFinding) -> tuple[str, str | None, str | None, Any, Any]:

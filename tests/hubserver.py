@@ -290,7 +290,9 @@ class FakeHub:
         if self._server is not None:
             return self
         self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="FakeHub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeHub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -343,7 +345,9 @@ class FakeHub:
         Returns the new commit's sha. `private` only applies when the repo is created (see `set_private`).
         """
         if isinstance(files, Path):
-            tree_bytes = {p.relative_to(files).as_posix(): p.read_bytes() for p in sorted(files.rglob("*")) if p.is_file()}
+            tree_bytes = {
+                p.relative_to(files).as_posix(): p.read_bytes() for p in sorted(files.rglob("*")) if p.is_file()
+            }
         else:
             tree_bytes = dict(files)
         for path in tree_bytes:
@@ -467,7 +471,9 @@ class FakeHub:
         self._save_repo(repo)
         return repo
 
-    def _commit(self, repo: _Repo, parent: str | None, tree: dict[str, str], summary: str, description: str) -> _CommitRecord:
+    def _commit(
+        self, repo: _Repo, parent: str | None, tree: dict[str, str], summary: str, description: str
+    ) -> _CommitRecord:
         date = _now()
         payload = json.dumps([parent, sorted(tree.items()), summary, description, date, os.urandom(8).hex()])
         record = _CommitRecord(
@@ -641,7 +647,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # idle keep-alive connections are dropped after this
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr logging
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:
@@ -672,6 +678,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers=headers,
             range=headers.get("range"),
         )
+        # Logged before anything is answered (status/bytes_sent are filled in before the response is written), so a
+        # client that has its response always finds its request in `hub.requests`.
+        with self.hub._lock:
+            self.hub.requests.append(self._log)
         try:
             body = self._read_body()
             fault = self.hub._take_fault(("429", "500"), self.command, self._log.path)
@@ -685,9 +695,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(exc)
         except Exception as exc:  # noqa: BLE001 - a server bug must reach the test as a readable 500
             self._send_error(HubError(500, f"FakeHub crashed: {exc!r}\n{traceback.format_exc()}"))
-        finally:
-            with self.hub._lock:
-                self.hub.requests.append(self._log)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
 
@@ -713,22 +720,21 @@ class _Handler(BaseHTTPRequestHandler):
         truncate = None
         if self.command != "HEAD" and body:
             truncate = self.hub._take_fault(("truncate",), self.command, self._log.path)
+        out = b"" if self.command == "HEAD" else body
+        if truncate is not None:
+            self._log.fault = "truncate"
+            out = body[: len(body) // 2]
+            self.close_connection = True
+        self._log.status = status
+        self._log.bytes_sent = len(out)
         self.send_response(status)
         for key, value in {**self._base_headers(), **headers}.items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self._log.status = status
-        if self.command == "HEAD":
-            return
-        out = body
-        if truncate is not None:
-            self._log.fault = "truncate"
-            out = body[: len(body) // 2]
-            self.close_connection = True
-        self.wfile.write(out)
-        self.wfile.flush()
-        self._log.bytes_sent = len(out)
+        if out:
+            self.wfile.write(out)
+            self.wfile.flush()
 
     def _send_json(self, obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(obj).encode()
@@ -910,12 +916,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(206, headers, data[start : end + 1])
 
     def _send_head(self, status: int, headers: dict[str, str], length: int) -> None:
+        self._log.status = status
         self.send_response(status)
         for key, value in {**self._base_headers(), **headers}.items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
-        self._log.status = status
 
     def _list_tree(self, repo: _Repo, rev: str, path: str) -> None:
         expand = self._log.query.get("expand", "").lower() in ("1", "true")

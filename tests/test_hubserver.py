@@ -214,7 +214,9 @@ def test_file_metadata_headers(hub: FakeHub, populated: str) -> None:
 
 
 def test_snapshot_download_allow_patterns(hub: FakeHub, populated: str, tmp_path: Path) -> None:
-    out = snapshot_download(REPO, revision="main", allow_patterns=["*.json"], local_dir=tmp_path / "snap", endpoint=hub.endpoint)
+    out = snapshot_download(
+        REPO, revision="main", allow_patterns=["*.json"], local_dir=tmp_path / "snap", endpoint=hub.endpoint
+    )
     assert _files_under(Path(out)) == {"config.json": CONFIG}
     resolved = [r.path for r in hub.requests if "/resolve/" in r.path]
     assert resolved and all(p.endswith("/config.json") for p in resolved)
@@ -338,12 +340,33 @@ def test_fault_truncate(hub: FakeHub, populated: str, tmp_path: Path) -> None:
         get_session().get(url)
     assert hub.requests[-1].bytes_sent == len(WEIGHTS) // 2 and hub.requests[-1].fault == "truncate"
 
-    # hf_hub_download sees the broken stream and resumes with a Range request
+    # hf_hub_download sees the broken stream (RemoteProtocolError) and retries; it reads in 10 MiB chunks, so with
+    # nothing written yet the retry is a fresh full GET rather than a ranged resume
     hub.faults.append(Fault("*/model.safetensors", "truncate"))
+    before = len(hub.requests)
     path = hf_hub_download(REPO, "model.safetensors", endpoint=hub.endpoint, local_dir=tmp_path / "o")
     assert Path(path).read_bytes() == WEIGHTS
-    resumed = hub.requests[-1]
-    assert resumed.range == f"bytes={len(WEIGHTS) // 2}-" and resumed.status == 206
+    gets = [r for r in hub.requests[before:] if r.method == "GET"]
+    assert [(r.status, r.fault, r.bytes_sent) for r in gets] == [
+        (200, "truncate", len(WEIGHTS) // 2),
+        (200, None, len(WEIGHTS)),
+    ]
+
+
+def test_fault_truncate_resumes_with_range(
+    hub: FakeHub, populated: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With chunks smaller than what arrived, the client keeps them and asks for the rest with `Range: bytes=N-`."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
+    hub.faults.append(Fault("*/model.safetensors", "truncate", method="GET"))
+    before = len(hub.requests)
+    path = hf_hub_download(REPO, "model.safetensors", endpoint=hub.endpoint, local_dir=tmp_path / "o")
+    assert Path(path).read_bytes() == WEIGHTS
+    gets = [r for r in hub.requests[before:] if r.method == "GET"]
+    half = len(WEIGHTS) // 2
+    assert [(r.range, r.status, r.bytes_sent) for r in gets] == [(None, 200, half), (f"bytes={half}-", 206, half)]
 
 
 def test_fault_bad_range(hub: FakeHub, populated: str) -> None:
@@ -357,7 +380,9 @@ def test_fault_bad_range(hub: FakeHub, populated: str) -> None:
     hub.faults.append(Fault("*/model.safetensors", "bad-range"))
     lying_total = get_session().get(url, headers={"Range": whole})
     assert lying_total.headers["Content-Range"] == f"bytes 0-{len(WEIGHTS) - 1}/{len(WEIGHTS) + 1}"
-    assert get_session().get(url, headers={"Range": "bytes=0-7"}).headers["Content-Range"] == f"bytes 0-7/{len(WEIGHTS)}"
+    assert (
+        get_session().get(url, headers={"Range": "bytes=0-7"}).headers["Content-Range"] == f"bytes 0-7/{len(WEIGHTS)}"
+    )
 
 
 def test_add_repo_from_folder_and_reload(hub: FakeHub, tmp_path: Path) -> None:
