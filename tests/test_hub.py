@@ -54,8 +54,6 @@ def _without_location(doc: dict[str, object]) -> dict[str, object]:
     doc = json.loads(json.dumps(doc))
     doc.pop("path")
     doc.pop("revision")
-    for shard in doc["format"]["shards"]:  # type: ignore[index]
-        shard.pop("size", None)
     return doc
 
 
@@ -226,3 +224,21 @@ def test_local_path_wins_over_repo_id(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.chdir(tmp_path)
     write_layout(tmp_path / "org" / "draft", LAYOUTS["specforge-mha"])
     assert inspect_checkpoint("org/draft").checkpoint.revision is None
+
+
+def test_an_interrupted_pull_resumes(hub: FakeHub, clean_draft: Path, tmp_path: Path) -> None:
+    sha = hub.add_repo("org/resume", clean_draft)
+    hub.faults.append(Fault("*/resolve/*model-00002*", "500", count=50, method="GET"))
+    with pytest.raises(EagleConvertError):
+        pull_checkpoint("org/resume", tmp_path / "draft")
+    staging = tmp_path / f".draft.pull-{sha[:16]}"
+    assert not (tmp_path / "draft").exists() and staging.is_dir()  # kept, to resume from
+    hub.faults.clear()
+    before = len(hub.requests)
+    pull_checkpoint("org/resume", tmp_path / "draft")
+    fetched = [r.path for r in hub.requests[before:] if r.method == "GET" and "/resolve/" in r.path]
+    assert any("model-00002" in p for p in fetched)
+    assert not any("model-00001" in p for p in fetched)  # already complete: not downloaded again
+    assert not staging.exists()
+    for p in clean_draft.iterdir():
+        assert (tmp_path / "draft" / p.name).read_bytes() == p.read_bytes()
