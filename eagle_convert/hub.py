@@ -37,7 +37,7 @@ def parse_repo_ref(text: str) -> tuple[str, str | None] | None:
     return (m.group("repo"), m.group("revision")) if m else None
 
 
-def _hf() -> Any:
+def hf_client() -> Any:
     """huggingface_hub with the submodules this module uses loaded (imported late: inspect of a path needs none)."""
     import huggingface_hub
     import huggingface_hub.constants
@@ -48,7 +48,7 @@ def _hf() -> Any:
 
 
 def _offline_check(ref: str) -> None:
-    if _hf().constants.is_offline_mode():
+    if hf_client().constants.is_offline_mode():
         raise HubError(
             f"HF_HUB_OFFLINE is set, so the Hub repo {ref} cannot be read",
             path=ref,
@@ -56,9 +56,9 @@ def _offline_check(ref: str) -> None:
         )
 
 
-def _translate(exc: Exception, ref: str) -> HubError:
+def translate_error(exc: Exception, ref: str) -> HubError:
     """One line for the user; never the token (huggingface_hub messages carry the URL and request id only)."""
-    errors = _hf().errors
+    errors = hf_client().errors
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, errors.RevisionNotFoundError):
         return HubError(f"revision not found: {first}", path=ref)
@@ -96,13 +96,13 @@ class HubStore:
     def __post_init__(self) -> None:
         ref = self.ref
         _offline_check(ref)
-        hf = _hf()
+        hf = hf_client()
         try:
             info = hf.HfApi(endpoint=hf.constants.ENDPOINT, token=self.token).model_info(
                 self.repo_id, revision=self.revision, files_metadata=True
             )
         except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-            raise _translate(exc, ref) from None
+            raise translate_error(exc, ref) from None
         self.sha = info.sha or ""
         for s in info.siblings or []:
             if "/" in s.rfilename:
@@ -154,7 +154,7 @@ class HubStore:
 
     def _get(self, name: str, start: int, end: int) -> bytes:
         """Bytes [start, end] of ``name``, checked: a 206 with the exact Content-Range, and every byte present."""
-        hf = _hf()
+        hf = hf_client()
         url = f"{hf.constants.ENDPOINT}/{self.repo_id}/resolve/{self.sha}/{quote(name)}"
         size = self._file(name).size
         headers = {
@@ -177,7 +177,7 @@ class HubStore:
             hf.utils.hf_raise_for_status(response)
             data: bytes = response.content
         except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-            raise _translate(exc, source) from None
+            raise translate_error(exc, source) from None
         whole = start == 0 and end == size - 1
         if response.status_code == 206:
             expected = f"bytes {start}-{end}/{size}"

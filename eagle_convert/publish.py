@@ -19,7 +19,7 @@ from eagle_convert.checkpoint import CONFIG_NAME, INDEX_SUFFIX, PICKLE_SUFFIXES,
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import detect
 from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, InputError, OutputExistsError, UsageError
-from eagle_convert.hub import HubError, HubStore, _hf, _translate, parse_repo_ref
+from eagle_convert.hub import HubError, HubStore, hf_client, parse_repo_ref, translate_error
 from eagle_convert.model_card import render_card
 from eagle_convert.verify import checkpoint_files, verify_checkpoint
 
@@ -143,7 +143,7 @@ def pull_checkpoint(
         raise HubError("the repo has no safetensors weights", path=ref, hint=hint)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
-    hf = _hf()
+    hf = hf_client()
     try:
         hf.snapshot_download(
             repo_id,
@@ -154,7 +154,7 @@ def pull_checkpoint(
             endpoint=hf.constants.ENDPOINT,
         )
     except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-        raise _translate(exc, ref) from None
+        raise translate_error(exc, ref) from None
     files = [_check_file(store, staging / n) for n in names]
     try:
         open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
@@ -217,7 +217,7 @@ def push_checkpoint(
     result = PushReport(repo_id, dry_run, files, card, report.to_dict())
     if dry_run:
         return result
-    hf = _hf()
+    hf = hf_client()
     api = hf.HfApi(endpoint=hf.constants.ENDPOINT, token=token)
     try:
         api.create_repo(repo_id, exist_ok=True, private=private)
@@ -242,7 +242,7 @@ def push_checkpoint(
     except EagleConvertError:
         raise
     except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-        raise _translate(exc, repo_id) from None
+        raise translate_error(exc, repo_id) from None
     result.parent_commit = head.sha
     result.commit = commit.oid
     result.commit_url = commit.commit_url
