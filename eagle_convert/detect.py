@@ -379,7 +379,8 @@ def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
     hints: list[tuple[str, Any]] = [("draft config target_model_type", cfg.raw.get("target_model_type"))]
     verifier = cfg.raw.get("speculators_config", {})
     if isinstance(verifier, dict) and isinstance(verifier.get("verifier"), dict):
-        for arch in verifier["verifier"].get("architectures") or []:
+        archs = verifier["verifier"].get("architectures")
+        for arch in archs if isinstance(archs, list) else []:
             hints.append(("speculators verifier architecture", arch))
     provenance = cfg.raw.get(PROVENANCE_KEY)
     if isinstance(provenance, dict):
@@ -389,7 +390,11 @@ def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
     for source, hint in hints:
         if not isinstance(hint, str):
             continue
-        family = hint if source.startswith("eagle-convert") else family_of(hint) or _family_from_arch(hint)
+        family = (
+            (hint if hint in FAMILIES else None)
+            if source.startswith("eagle-convert")
+            else (family_of(hint) or _family_from_arch(hint))
+        )
         if family:
             return TargetInfo(family, f"{source} {hint!r} (no --target)", None, None, None)
     return TargetInfo(None, "unknown (pass --target)", None, None, None)

@@ -276,3 +276,14 @@ def test_reader_agrees_with_reference_parser(tmp_path: Path, case: tuple[bytes, 
         assert features & set(STRICTER), (
             f"refused a file the reference accepts, for no documented reason: {blob[:200]!r}"
         )
+
+
+def test_regression_non_list_verifier_architectures(base: Path, tmp_path: Path) -> None:
+    """Found by the long fuzz run: speculators_config.verifier.architectures = true crashed detection."""
+    ckpt = _fresh(base, tmp_path, "sharded")
+    config = json.loads((ckpt / "config.json").read_text())
+    config["speculators_config"]["verifier"]["architectures"] = True
+    config["eagle_convert"] = {"target_family": "not-a-family"}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    doc = inspect_checkpoint(ckpt).to_dict()
+    assert doc["target"]["family"] in (None, "llama", "qwen", "deepseek", "gpt-oss")
