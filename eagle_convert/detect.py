@@ -21,7 +21,7 @@ from eagle_convert.aux_layers import (
     to_hidden_states,
 )
 from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.config import Dims, DraftConfig, TargetConfig, family_of
+from eagle_convert.config import FAMILIES, Dims, DraftConfig, TargetConfig, family_of
 from eagle_convert.findings import Finding
 from eagle_convert.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
 from eagle_convert.producers import PROVENANCE_KEY, Facts, recognise
