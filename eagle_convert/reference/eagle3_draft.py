@@ -1,0 +1,394 @@
+"""Reference EAGLE3 draft in pure PyTorch: the forward pass of docs/FORMATS.md section 1, read like the equations.
+
+Matches the one-layer draft that SGLang (``LlamaForCausalLMEagle3``, ``Eagle3DeepseekV2ForCausalLM``) and vLLM
+(``Eagle3LlamaForCausalLM``) run: MHA attention as transformers' ``LlamaAttention`` / ``Qwen3Attention`` (rotate-half
+RoPE incl. linear/llama3/yarn scaling, GQA, explicit head_dim, optional per-head q_norm/k_norm) and MLA attention as
+transformers' ``DeepseekV3Attention`` (interleaved-pair RoPE on the ``dr`` slice, YaRN softmax scale), each with first
+projections that take the 2H input ``cat([input_layernorm(embed), hidden_norm(h)])``. Flags: ``norm_before_fc``,
+``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual``, ``norm_output``; draft token d maps to ``d + d2t[d]``.
+Tensors use the canonical names of section 2. One sequence of T tokens, no batch dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from eagle_convert.config import DraftConfig as ParsedConfig
+from eagle_convert.errors import ConfigError
+
+_HINT = "write the draft with `eagle-convert normalize` (canonical config and tensor names) and retry"
+_ROPE_PARAMS = {  # rope type -> parameters it needs (transformers' ROPE_INIT_FUNCTIONS)
+    "default": (),
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "yarn": ("factor", "original_max_position_embeddings"),
+}
+KV = tuple[Tensor, Tensor]  # one step's (keys, values) after RoPE, [T, heads, d] each
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """What the forward pass needs from a canonical draft config; ``defaults`` names every default applied."""
+
+    attention: str  # "mha" or "mla"
+    hidden_size: int  # H
+    target_hidden_size: int  # Ht
+    num_aux: int  # K
+    intermediate_size: int  # I
+    num_heads: int  # nh
+    num_kv_heads: int  # nkv (MHA; nh for MLA)
+    head_dim: int  # hd (MHA; 0 for MLA)
+    vocab_size: int  # V
+    draft_vocab_size: int  # Vd
+    rms_norm_eps: float
+    rope_theta: float
+    rope_type: str  # default | linear | llama3 | yarn
+    rope_params: dict[str, Any]
+    q_lora_rank: int | None  # rq, dn, dr, dv, rkv: MLA only
+    kv_lora_rank: int | None
+    qk_nope_head_dim: int | None
+    qk_rope_head_dim: int | None
+    v_head_dim: int | None
+    rope_interleave: bool  # MLA: DeepSeek pairs (x0, x1), (x2, x3)...
+    fc_norm: bool
+    norm_before_fc: bool
+    fc_bias: bool
+    norm_before_residual: bool
+    norm_output: bool
+    defaults: tuple[str, ...]
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> DraftConfig:
+        """Read a canonical config dict (``normalize`` output); a missing or unsupported setting is a ConfigError."""
+        p, defaults = ParsedConfig.from_dict(raw), []
+        d = p.dims
+
+        def need(value: Any, key: str) -> Any:
+            if value is None:
+                raise ConfigError(f"config has no {key}; the reference draft needs it", hint=_HINT)
+            return value
+
+        def default(value: Any, key: str, fallback: Any) -> Any:
+            if value is None:
+                defaults.append(f"{key}={fallback!r}")
+                return fallback
+            return value
+
+        if p.use_aux_norm is not None or p.eagle_config_norm_before_fc is not None:
+            raise ConfigError("config uses use_aux_norm or eagle_config.norm_before_fc (not canonical)", hint=_HINT)
+        if p.attention_bias or (d.num_hidden_layers or 1) != 1 or raw.get("hidden_act", "silu") != "silu":
+            raise ConfigError("reference draft supports one layer, silu MLP and no attention_bias", hint=_HINT)
+        hidden, heads = need(d.hidden_size, "hidden_size"), need(d.num_attention_heads, "num_attention_heads")
+        ids = p.top_level_ids or p.eagle_config_ids
+        mla = d.kv_lora_rank is not None or (p.model_type or "").startswith("deepseek")
+        rope = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else raw.get("rope_parameters")
+        rope = dict(rope) if isinstance(rope, dict) else {}
+        rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
+        missing = [k for k in _ROPE_PARAMS.get(rope_type, ()) if not isinstance(rope.get(k), int | float)]
+        if rope_type not in _ROPE_PARAMS or missing:
+            raise ConfigError(f"rope type {rope_type!r} unsupported or missing {missing}", hint=_HINT)
+        fc_norm, norm_before_fc = bool(p.fc_norm), bool(p.norm_before_fc)
+        if fc_norm and norm_before_fc:
+            raise ConfigError("fc_norm and norm_before_fc are mutually exclusive", hint=_HINT)
+        for flag in ("fc_norm", "norm_before_fc", "bias", "norm_before_residual", "norm_output"):
+            default(getattr(p, flag), flag, False)
+        vocab = need(d.vocab_size, "vocab_size")
+        return cls(
+            attention="mla" if mla else "mha",
+            hidden_size=hidden,
+            target_hidden_size=default(d.target_hidden_size, "target_hidden_size", hidden),
+            num_aux=p.num_aux_hidden_states or default(None, "num_aux_hidden_states", len(set(ids)) if ids else 3),
+            intermediate_size=need(d.intermediate_size, "intermediate_size"),
+            num_heads=heads,
+            num_kv_heads=heads if mla else default(raw.get("num_key_value_heads"), "num_key_value_heads", heads),
+            head_dim=0 if mla else default(raw.get("head_dim"), "head_dim", hidden // heads),
+            vocab_size=vocab,
+            draft_vocab_size=default(d.draft_vocab_size, "draft_vocab_size", vocab),
+            rms_norm_eps=default(d.rms_norm_eps, "rms_norm_eps", 1e-6),
+            rope_theta=default(p.rope_theta, "rope_theta", 10000.0),
+            rope_type=rope_type,
+            rope_params=rope,
+            q_lora_rank=need(d.q_lora_rank, "q_lora_rank") if mla else None,
+            kv_lora_rank=need(d.kv_lora_rank, "kv_lora_rank") if mla else None,
+            qk_nope_head_dim=need(d.qk_nope_head_dim, "qk_nope_head_dim") if mla else None,
+            qk_rope_head_dim=need(d.qk_rope_head_dim, "qk_rope_head_dim") if mla else None,
+            v_head_dim=need(d.v_head_dim, "v_head_dim") if mla else None,
+            rope_interleave=bool(default(raw.get("rope_interleave"), "rope_interleave", True)) if mla else False,
+            fc_norm=fc_norm,
+            norm_before_fc=norm_before_fc,
+            fc_bias=bool(p.bias),
+            norm_before_residual=bool(p.norm_before_residual),
+            norm_output=bool(p.norm_output),
+            defaults=tuple(defaults),
+        )
+
+
+def expected_tensors(c: DraftConfig) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """(required, optional) canonical tensor name -> shape for this config (FORMATS.md section 2)."""
+    h, ht, k, i, two_h = c.hidden_size, c.target_hidden_size, c.num_aux, c.intermediate_size, 2 * c.hidden_size
+    req: dict[str, tuple[int, ...]] = {
+        "fc.weight": (h, k * ht),
+        "norm.weight": (h,),
+        "lm_head.weight": (c.draft_vocab_size, h),
+    }
+    req |= {"fc.bias": (h,)} if c.fc_bias else {}
+    req |= {f"fc_norm.{j}.weight": (ht,) for j in range(k)} if c.fc_norm else {}
+    req |= {"input_norm.weight": (k * ht,)} if c.norm_before_fc else {}
+    req |= {f"midlayer.{n}.weight": (h,) for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")}
+    req |= {"midlayer.mlp.gate_proj.weight": (i, h), "midlayer.mlp.up_proj.weight": (i, h)}
+    req |= {"midlayer.mlp.down_proj.weight": (h, i)}
+    a, opt = "midlayer.self_attn.", {"t2d": (c.vocab_size,), "embed_tokens.weight": (c.vocab_size, h)}
+    if c.attention == "mha":
+        nh, nkv, hd = c.num_heads, c.num_kv_heads, c.head_dim
+        req |= {a + "q_proj.weight": (nh * hd, two_h), a + "o_proj.weight": (h, nh * hd)}
+        req |= {a + "k_proj.weight": (nkv * hd, two_h), a + "v_proj.weight": (nkv * hd, two_h)}
+        opt |= {a + "q_norm.weight": (hd,), a + "k_norm.weight": (hd,)}
+    else:
+        rq, rkv, dn, dr, dv = _mla_dims(c)
+        req |= {a + "q_a_proj.weight": (rq, two_h), a + "q_a_layernorm.weight": (rq,)}
+        req |= {a + "q_b_proj.weight": (c.num_heads * (dn + dr), rq), a + "o_proj.weight": (h, c.num_heads * dv)}
+        req |= {a + "kv_a_proj_with_mqa.weight": (rkv + dr, two_h), a + "kv_a_layernorm.weight": (rkv,)}
+        req |= {a + "kv_b_proj.weight": (c.num_heads * (dn + dv), rkv)}
+    (req if c.draft_vocab_size < c.vocab_size else opt)["d2t"] = (c.draft_vocab_size,)
+    return req, opt
+
+
+def _mla_dims(c: DraftConfig) -> tuple[int, int, int, int, int]:
+    """(rq, rkv, dn, dr, dv); all set for MLA by ``from_config``."""
+    dims = (c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim)
+    return (dims[0] or 0, dims[1] or 0, dims[2] or 0, dims[3] or 0, dims[4] or 0)
+
+
+@dataclass(frozen=True)
+class DraftWeights:
+    """The draft's tensors by canonical name, checked against the config; ``d2t`` always there (zeros if V == Vd)."""
+
+    tensors: dict[str, Tensor]
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self.tensors[name]
+
+    def get(self, name: str) -> Tensor | None:
+        return self.tensors.get(name)
+
+
+def load_draft(config: DraftConfig, state: Mapping[str, Tensor], *, dtype: torch.dtype = torch.float32) -> DraftWeights:
+    """Check names and shapes (unknown, missing, misshapen -> ConfigError naming them); cast floats to ``dtype``."""
+    required, optional = expected_tensors(config)
+    unknown = sorted(set(state) - set(required) - set(optional))
+    missing = sorted(set(required) - set(state))
+    if unknown or missing:
+        raise ConfigError(f"draft tensors do not match the config: unknown {unknown}, missing {missing}", hint=_HINT)
+    shapes = required | optional
+    wrong = [f"{n} {tuple(t.shape)} != {shapes[n]}" for n, t in state.items() if tuple(t.shape) != shapes[n]]
+    qk = [n for n in ("q_norm", "k_norm") if f"midlayer.self_attn.{n}.weight" in state]
+    if wrong or len(qk) == 1:
+        raise ConfigError(f"draft tensors have wrong shapes or a lone {qk}: {wrong}", hint=_HINT)
+    out = {n: t.to(dtype) if t.is_floating_point() else t.to(torch.int64) for n, t in state.items()}
+    out.setdefault("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.int64))
+    return DraftWeights(out)
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    logits: Tensor  # [T, Vd], draft vocab
+    target_tokens: Tensor  # [T], argmax d mapped to d + d2t[d]
+    hidden_prenorm: Tensor  # [T, H], s
+    hidden_postnorm: Tensor  # [T, H], norm(s)
+    next_hidden: Tensor  # the one of them the next step takes (norm_output: post-norm)
+    kv: KV  # this step's keys and values, for later chain steps
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """Llama RMSNorm over the last dim: ``x * rsqrt(mean(x^2) + eps) * w``, computed in fp32 (not ``1 + w``)."""
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rope_inv_freq(c: DraftConfig, dim: int) -> tuple[Tensor, float]:
+    """Inverse frequencies [dim/2] and cos/sin scale, in the same float ops as transformers' ROPE_INIT_FUNCTIONS."""
+    p, base = c.rope_params, c.rope_theta
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if c.rope_type == "linear":
+        return inv / p["factor"], 1.0
+    if c.rope_type == "llama3":
+        factor, old = p["factor"], p["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / p["low_freq_factor"], old / p["high_freq_factor"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - p["low_freq_factor"]) / (p["high_freq_factor"] - p["low_freq_factor"])
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled), 1.0
+    if c.rope_type == "yarn":
+        factor, old = p["factor"], p["original_max_position_embeddings"]
+        beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+
+        def corr(rot: float) -> float:  # dimension at which a wavelength makes `rot` turns in the original context
+            return (dim * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = corr(beta_fast), corr(beta_slow)
+        if p.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low or 0.001), 0, 1)
+        pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+        extrapolate = 1 - ramp
+        inv = 1.0 / (factor * pos_freqs) * (1 - extrapolate) + 1.0 / pos_freqs * extrapolate
+        scale, mscale, mscale_all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
+        if scale is None:  # cos/sin scale; with both mscales their ratio (1.0 for DeepSeek-V3's equal values)
+            both = bool(mscale and mscale_all_dim)
+            scale = _mscale(factor, mscale or 1) / _mscale(factor, mscale_all_dim or 1) if both else _mscale(factor, 1)
+        return inv, float(scale)
+    return inv, 1.0
+
+
+def _mscale(factor: float, mscale: float) -> float:  # YaRN: 0.1 * mscale * ln(factor) + 1
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def rope(x: Tensor, positions: Tensor, c: DraftConfig, *, interleaved: bool) -> Tensor:
+    """Rotate pairs of ``x`` [T, heads, d] by ``position * inv_freq``. Rotate-half pairs (x_i, x_{i+d/2}); interleaved
+    (DeepSeek) pairs (x_{2i}, x_{2i+1}), written back de-interleaved like transformers' DeepseekV3 (same q.k)."""
+    inv, scale = rope_inv_freq(c, x.shape[-1])
+    angle = positions.float()[:, None] * inv  # [T, d/2]
+    cos, sin = ((angle.cos() * scale).to(x.dtype)[:, None, :], (angle.sin() * scale).to(x.dtype)[:, None, :])
+    x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def _attend(q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: float) -> Tensor:
+    """softmax(q.k * scale) v per head, q [T, nh, dq]. ``keys[0]`` (the first step) is attended causally; each later
+    chain step ``keys[s]`` only at the query's own position: row t is the chain that continues the prefix 0..t."""
+    t, heads = q.shape[0], q.shape[1]
+    ks = [k.repeat_interleave(heads // k.shape[1], dim=1) for k in keys]  # GQA: [T, nkv, dq] -> [T, nh, dq]
+    vs = [v.repeat_interleave(heads // v.shape[1], dim=1) for v in values]  # [T, nkv, dv] -> [T, nh, dv]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    context = (torch.einsum("qhd,khd->hqk", q, ks[0]) * scale).masked_fill(~causal, float("-inf"))  # [nh, T, T]
+    own = [torch.einsum("thd,thd->ht", q, k)[..., None] * scale for k in ks[1:]]  # [nh, T, 1] per later step
+    probs = torch.softmax(torch.cat([context, *own], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
+    out = torch.einsum("hqk,khd->qhd", probs[..., :t], vs[0])  # [T, nh, dv]
+    for s, v in enumerate(vs[1:]):
+        out = out + probs[..., t + s].transpose(0, 1)[..., None] * v  # [nh, T] -> [T, nh, 1]
+    return out
+
+
+def attention(
+    c: DraftConfig, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = ()
+) -> tuple[Tensor, KV]:
+    """Self-attention of the 2H input ``x`` [T, 2H] -> ([T, H], this step's keys and values)."""
+    a, t, nh = "midlayer.self_attn.", x.shape[0], c.num_heads
+    if c.attention == "mha":
+        q = F.linear(x, w[a + "q_proj.weight"]).view(t, nh, c.head_dim)  # [T, nh*hd] -> [T, nh, hd]
+        k = F.linear(x, w[a + "k_proj.weight"]).view(t, c.num_kv_heads, c.head_dim)  # [T, nkv*hd] -> [T, nkv, hd]
+        v = F.linear(x, w[a + "v_proj.weight"]).view(t, c.num_kv_heads, c.head_dim)  # [T, nkv*hd] -> [T, nkv, hd]
+        q_norm, k_norm = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
+        if q_norm is not None and k_norm is not None:  # Qwen3: per-head RMSNorm before RoPE
+            q, k = rms_norm(q, q_norm, c.rms_norm_eps), rms_norm(k, k_norm, c.rms_norm_eps)
+        q, k = rope(q, positions, c, interleaved=False), rope(k, positions, c, interleaved=False)
+        scale = c.head_dim**-0.5
+    else:
+        _, rkv, dn, dr, dv = _mla_dims(c)
+        q_latent = rms_norm(F.linear(x, w[a + "q_a_proj.weight"]), w[a + "q_a_layernorm.weight"], c.rms_norm_eps)
+        q = F.linear(q_latent, w[a + "q_b_proj.weight"]).view(t, nh, dn + dr)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
+        q_nope, q_pe = torch.split(q, [dn, dr], dim=-1)
+        kv_latent, k_pe = torch.split(F.linear(x, w[a + "kv_a_proj_with_mqa.weight"]), [rkv, dr], dim=-1)
+        kv_latent = rms_norm(kv_latent, w[a + "kv_a_layernorm.weight"], c.rms_norm_eps)
+        kv = F.linear(kv_latent, w[a + "kv_b_proj.weight"]).view(t, nh, dn + dv)  # [T, nh*(dn+dv)] -> [T, nh, dn+dv]
+        k_nope, v = torch.split(kv, [dn, dv], dim=-1)
+        q_pe = rope(q_pe, positions, c, interleaved=c.rope_interleave)
+        k_pe = rope(k_pe.view(t, 1, dr), positions, c, interleaved=c.rope_interleave)  # [T, dr] -> [T, 1, dr]: shared
+        q, k = torch.cat([q_nope, q_pe], dim=-1), torch.cat([k_nope, k_pe.expand(t, nh, dr)], dim=-1)
+        scale = (dn + dr) ** -0.5
+        if c.rope_type == "yarn" and c.rope_params.get("mscale_all_dim"):
+            scale *= _mscale(c.rope_params["factor"], c.rope_params["mscale_all_dim"]) ** 2
+    out = _attend(q, [kv_[0] for kv_ in past] + [k], [kv_[1] for kv_ in past] + [v], scale)  # [T, nh, d_v]
+    return F.linear(out.reshape(t, -1), w[a + "o_proj.weight"]), (k, v)  # [T, nh, d_v] -> [T, nh*d_v] -> [T, H]
+
+
+def mlp(w: DraftWeights, y: Tensor) -> Tensor:
+    """SwiGLU: down(silu(gate(y)) * up(y))."""
+    m = "midlayer.mlp."
+    gate, up = F.linear(y, w[m + "gate_proj.weight"]), F.linear(y, w[m + "up_proj.weight"])
+    return F.linear(F.silu(gate) * up, w[m + "down_proj.weight"])
+
+
+def draft_step(
+    config: DraftConfig,
+    weights: DraftWeights,
+    token_ids: Tensor,
+    hidden: Tensor,
+    *,
+    first_step: bool,
+    positions: Tensor,
+    embed: Tensor | None = None,
+    past: Sequence[KV] = (),
+) -> StepOutput:
+    """One draft forward over T tokens. ``hidden``: first step the K aux states ``[T, K*Ht]`` in ascending layer order
+    (goes through norm_before_fc / fc_norm and fc), later steps the previous step's ``next_hidden`` [T, H]. ``past``:
+    earlier chain steps' ``kv`` (first step first); empty means the T tokens form one causal sequence."""
+    c, w, eps, t = config, weights, config.rms_norm_eps, token_ids.shape[0]
+    table = w.get("embed_tokens.weight")
+    table = embed if table is None else table  # the draft's own embedding wins over the target's
+    if table is None:
+        raise ConfigError("the draft has no embed_tokens.weight and no target embedding was passed", hint=_HINT)
+    width = c.num_aux * c.target_hidden_size if first_step else c.hidden_size
+    if tuple(hidden.shape) != (t, width):
+        raise ConfigError(f"hidden input is {tuple(hidden.shape)}, expected ({t}, {width})", hint=_HINT)
+    e = table[token_ids].to(w["norm.weight"].dtype)  # [T, H]
+    h = hidden.to(e.dtype)
+    if first_step:
+        if c.norm_before_fc:
+            h = rms_norm(h, w["input_norm.weight"], eps)
+        if c.fc_norm:
+            norms = torch.stack([w[f"fc_norm.{k}.weight"] for k in range(c.num_aux)])  # [K, Ht]
+            h = rms_norm(h.view(t, c.num_aux, -1), norms, eps).view(t, -1)  # [T, K*Ht] -> [T, K, Ht] -> [T, K*Ht]
+        h = F.linear(h, w["fc.weight"], w.get("fc.bias"))  # [T, H]
+    en, hn = rms_norm(e, w["midlayer.input_layernorm.weight"], eps), rms_norm(h, w["midlayer.hidden_norm.weight"], eps)
+    residual = hn if c.norm_before_residual else h
+    o, kv = attention(c, w, torch.cat([en, hn], dim=-1), positions, past)  # x [T, 2H], embeddings first
+    s1 = o + residual
+    s = mlp(w, rms_norm(s1, w["midlayer.post_attention_layernorm.weight"], eps)) + s1
+    out = rms_norm(s, w["norm.weight"], eps)
+    logits = F.linear(out, w["lm_head.weight"])  # [T, Vd]
+    d = logits.argmax(dim=-1)
+    return StepOutput(logits, d + w["d2t"][d], s, out, out if c.norm_output else s, kv)
+
+
+def chain(
+    config: DraftConfig,
+    weights: DraftWeights,
+    token_ids: Tensor,
+    aux: Tensor,
+    steps: int,
+    *,
+    embed: Tensor | None = None,
+    positions: Tensor | None = None,
+) -> list[StepOutput]:
+    """Greedy chain drafting from every prefix at once: step s (at ``positions + s``) takes step s-1's ``next_hidden``
+    and its argmax token mapped to target ids, and attends to the first step causally plus its own chain so far."""
+    if steps < 1:
+        raise ConfigError(f"chain needs at least one step, got {steps}")
+    pos = torch.arange(token_ids.shape[0]) if positions is None else positions
+    outs: list[StepOutput] = []
+    tokens, hidden = token_ids, aux
+    for s in range(steps):
+        step = draft_step(
+            config,
+            weights,
+            tokens,
+            hidden,
+            first_step=s == 0,
+            positions=pos + s,
+            embed=embed,
+            past=[o.kv for o in outs],
+        )
+        outs.append(step)
+        tokens, hidden = step.target_tokens, step.next_hidden
+    return outs
