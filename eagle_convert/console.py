@@ -228,6 +228,24 @@ def render_verify(report: VerifyReport, console: Console) -> None:
         )
     if report.findings:
         console.print(table)
+    if report.probe:
+        probe = Table(
+            title=f"Acceptance probe: {report.probe['positions']} positions, "
+            f"{report.probe['steps']}-step greedy chains",
+            title_justify="left",
+        )
+        for column in ("reading", "hidden states", "norm_output", "top-1", "acceptance length"):
+            probe.add_column(column)
+        for row in report.probe["rows"]:
+            mark = " (configured)" if row["reading"] == report.probe["configured"] else ""
+            probe.add_row(
+                Text(row["reading"] + mark),
+                f"hs{row['hidden_states']}",
+                str(row["norm_output"]).lower(),
+                f"{row['top1']:.1%}",
+                f"{row['acceptance_length']:.2f}",
+            )
+        console.print(probe)
     ran = sum(c["outcome"] != "skipped" for c in doc["checks"])
     s = doc["summary"]
     verdict = Text(

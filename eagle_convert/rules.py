@@ -364,6 +364,36 @@ _RULES = (
         "warning",
         "The draft ships its own embed_tokens, different from the target's: SGLang replaces it, vLLM uses it.",
     ),
+    Rule(
+        "EC701",
+        "forward-non-finite",
+        "error",
+        "The draft's own forward pass (seeded random inputs) produces NaN or Inf.",
+    ),
+    Rule(
+        "EC702",
+        "forward-not-runnable",
+        "error",
+        "The reference forward pass cannot run the draft (a tensor or setting it cannot place).",
+    ),
+    Rule(
+        "EC711",
+        "probe-reading-beaten",
+        "error",
+        "With the target, the draft agrees better under another reading of its config (ids shifted, norm_output).",
+    ),
+    Rule(
+        "EC712",
+        "probe-low-agreement",
+        "warning",
+        "With the target, the draft's first token rarely matches the target's greedy one (untrained, or wrong target).",
+    ),
+    Rule(
+        "EC713",
+        "probe-convention-measured",
+        "info",
+        "The aux-id convention was ambiguous; the probe measured which reading the draft was trained on.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -387,9 +417,12 @@ FIXED_BY_NORMALIZE = frozenset(
         "EC003",
     }
 )
-RULES: dict[str, Rule] = {
-    rule.id: replace(rule, level="tensors") if rule.id in _TENSOR_LEVEL else rule for rule in _RULES
+_LEVEL_OF = {
+    **dict.fromkeys(_TENSOR_LEVEL, "tensors"),
+    **dict.fromkeys(("EC701", "EC702"), "forward"),
+    **dict.fromkeys(("EC711", "EC712", "EC713"), "target"),
 }
+RULES: dict[str, Rule] = {rule.id: replace(rule, level=_LEVEL_OF.get(rule.id, rule.level)) for rule in _RULES}
 
 
 def finding(

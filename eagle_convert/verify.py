@@ -25,7 +25,6 @@ from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding,
 
 ENGINES = {"both": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
 FAIL_LEVELS = ("error", "warning")
-IMPLEMENTED_LEVELS = ("static", "tensors")
 # Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
 STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
 HASH_CHUNK = 8 << 20
@@ -130,17 +129,16 @@ def verify_checkpoint(
     compute_hashes: bool = True,
     progress: Callable[[int], None] | None = None,
     token: str | None = None,
+    token_ids: list[list[int]] | None = None,
+    probe_steps: int = 3,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
-    if level not in IMPLEMENTED_LEVELS:
-        raise UsageError(
-            f"--level {level} needs the reference forward pass, which this version does not have",
-            hint=f"use --level {' or '.join(IMPLEMENTED_LEVELS)}",
-        )
+    if level == "target" and target is None:
+        raise UsageError("--level target runs the target model: pass --target DIR (with its weights)")
     if fail_level not in FAIL_LEVELS:
         raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
@@ -188,6 +186,14 @@ def verify_checkpoint(
         from eagle_convert.content_checks import content_findings
 
         found += content_findings(ctx, enabled)
+    probe: dict[str, Any] | None = None
+    if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
+        from eagle_convert.forward_checks import forward_findings, probe_findings
+
+        found += forward_findings(ckpt, enabled)
+        if depth >= LEVELS.index("target") and target is not None:
+            more, probe = probe_findings(ckpt, spec, Path(target), enabled, token_ids, probe_steps)
+            found += more
 
     found = [f for f in found if enabled(f.rule_id)]
     if strict:
@@ -205,6 +211,7 @@ def verify_checkpoint(
         _outcomes(found, chosen, ignored, depth, ckpt),
         _manifest(ckpt, compute_hashes, progress),
         revision=ckpt.revision,
+        probe=probe,
     )
 
 

@@ -50,6 +50,7 @@ class VerifyReport:
     files: list[FileDigest] = field(default_factory=list)
     error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
     revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
+    probe: dict[str, Any] | None = None  # the acceptance probe table (--level target)
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -70,4 +71,5 @@ class VerifyReport:
             "findings": [asdict(f) for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
+            "probe": self.probe,
         }

@@ -77,6 +77,15 @@ def verify(
     ),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings fail the gate."),
     no_hash: bool = typer.Option(False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files."),
+    token_ids: Path | None = typer.Option(
+        None,
+        "--token-ids",
+        metavar="FILE",
+        help="--level target: a JSON list "
+        "of token-id lists to probe with (default: the target's own greedy "
+        "continuations of seeded random prompts).",
+    ),
+    probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
@@ -121,6 +130,22 @@ def verify(
     if report.status == "fail" and not exit_zero:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
+
+
+def _token_ids(path: Path) -> list[list[int]]:
+    from eagle_convert.errors import InputError
+    from eagle_convert.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+
+    try:
+        value = loads_strict(decode_utf8(path.read_bytes()))
+    except (OSError, JsonSyntaxError) as exc:
+        raise InputError(f"cannot read token ids: {exc}", path=path) from None
+    if not isinstance(value, list) or not all(
+        isinstance(seq, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in seq)
+        for seq in value
+    ):
+        raise InputError("token ids must be a JSON list of lists of non-negative integers", path=path)
+    return value
 
 
 def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:

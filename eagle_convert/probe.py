@@ -1,0 +1,242 @@
+"""The acceptance probe: run the target and the draft together and measure how well the draft predicts.
+
+The target runs layer by layer (reference/llama.py or reference/deepseek.py) over token sequences, capturing every
+hidden state a reading of the draft's config could select. The draft then runs k-step greedy chains from every
+position (reference/eagle3_draft.py) under the configured reading and under the alternatives a deployment could
+silently apply: aux-layer ids read in the other convention (the states one layer earlier or later) and
+``norm_output`` flipped. For each reading: top-1 agreement of the first draft token with the target's greedy next
+token, and the expected acceptance length of the chain. When an alternative clearly beats the configured reading,
+the config says something the weights were not trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle_convert.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.config import TargetConfig
+from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.errors import InputError, UsageError
+from eagle_convert.mapping import map_key
+from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference.llama import SafetensorsWeights
+
+MARGIN = 0.05  # an alternative must beat the configured reading's top-1 by this much to be reported
+DEFAULT_SEQUENCES, DEFAULT_PROMPT, DEFAULT_CONTINUATION = 4, 8, 24
+
+
+@dataclass(frozen=True)
+class Reading:
+    name: str
+    hidden_states: tuple[int, ...]
+    norm_output: bool
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    reading: str
+    hidden_states: list[int]
+    norm_output: bool
+    top1: float  # first draft token == the target's greedy next token
+    acceptance_length: float  # 1 + mean accepted draft tokens of a k-step greedy chain
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    sequences: int
+    positions: int
+    steps: int
+    configured: str
+    best: str
+    rows: list[ProbeRow]
+
+    def row(self, name: str) -> ProbeRow:
+        return next(r for r in self.rows if r.reading == name)
+
+
+def _draft_state(ckpt: Checkpoint, spec: DraftSpec) -> dict[str, torch.Tensor]:
+    """The draft's tensors under canonical names (a rename only: fused or legacy layouts must be normalized)."""
+    from safetensors import safe_open
+
+    state: dict[str, torch.Tensor] = {}
+    by_shard: dict[str, list[str]] = {}
+    for name, info in ckpt.tensors.items():
+        by_shard.setdefault(info.shard, []).append(name)
+    for shard, names in by_shard.items():
+        with safe_open(str(ckpt.root / shard), framework="pt") as f:
+            for name in names:
+                mapped = map_key(name, spec.layer_prefix or "midlayer.", str(ckpt.root))
+                if mapped.action == "drop":
+                    continue
+                if mapped.action == "split" or "aux_norm" in name:
+                    raise UsageError(
+                        "the forward levels read canonical drafts",
+                        path=ckpt.root,
+                        hint="run `eagle-convert normalize` first and verify its output",
+                    )
+                state[mapped.target] = f.get_tensor(name)
+    return state
+
+
+def _draft_config(spec: DraftSpec) -> eagle3_draft.DraftConfig:
+    raw = dict(spec.config.raw)
+    raw.pop("use_aux_norm", None)
+    return eagle3_draft.DraftConfig.from_config(raw)
+
+
+def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
+    """(name of the configured reading, every reading to measure)."""
+    configured = spec.aux.hidden_state_indices
+    name = "configured"
+    if configured is None and spec.aux.ids:  # ambiguous: measure both readings of the ids
+        configured, name = sorted(set(spec.aux.ids)), "ids as input-to"
+    if configured is None:
+        configured = sorted({2, num_layers // 2, num_layers - 3})
+        name = "engine defaults"
+    norm_output = spec.flags.norm_output.value
+    out = [Reading(name, tuple(configured), norm_output)]
+    for shift, label in ((1, "ids read as output-of (one layer later)"), (-1, "ids one layer earlier")):
+        shifted = tuple(j + shift for j in configured)
+        if all(0 <= j <= num_layers for j in shifted):
+            out.append(
+                Reading(label if name != "ids as input-to" or shift != 1 else "ids as output-of", shifted, norm_output)
+            )
+    out.append(Reading(f"norm_output {str(not norm_output).lower()}", tuple(configured), not norm_output))
+    return name, out
+
+
+class Target:
+    """A target model for the probe: config, weights and its streaming forward."""
+
+    def __init__(self, directory: Path) -> None:
+        self.config = TargetConfig.from_path(directory)
+        raw = _raw_config(directory)
+        self.weights = SafetensorsWeights(directory)
+        if self.config.family == "deepseek":
+            from eagle_convert.reference import deepseek
+
+            self._cfg: Any = deepseek.DeepseekConfig.from_hf(raw)
+            self._forward: Any = deepseek.forward_streaming
+        else:
+            from eagle_convert.reference import llama
+
+            self._cfg = llama.LlamaConfig.from_hf(raw)
+            self._forward = llama.forward_streaming
+        self.num_layers = self.config.num_hidden_layers
+
+    def run(self, ids: torch.Tensor, capture: Sequence[int]) -> Any:
+        return self._forward(self._cfg, self.weights, ids, capture=capture)
+
+    def embedding(self) -> torch.Tensor:
+        name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
+        if name is None:
+            raise InputError("the target has no embed_tokens weight", path=self.config.source)
+        return self.weights.get(name).to(torch.float32)
+
+    def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
+        """The target's own greedy continuation (full recomputation per token: exact, slow only on big targets)."""
+        ids = list(prompt)
+        for _ in range(new_tokens):
+            logits = self.run(torch.tensor(ids), capture=()).logits
+            ids.append(int(logits[-1].argmax()))
+        return ids
+
+
+def _raw_config(directory: Path) -> dict[str, Any]:
+    from eagle_convert.errors import ConfigError
+    from eagle_convert.jsonstrict import load_json_object
+
+    path = directory / "config.json" if directory.is_dir() else directory
+    return load_json_object(path, ConfigError, "target config")
+
+
+def default_sequences(target: Target, vocab: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, vocab, (DEFAULT_PROMPT,), generator=g).tolist() for _ in range(DEFAULT_SEQUENCES)]
+    return [target.greedy(p, DEFAULT_CONTINUATION) for p in prompts]
+
+
+def run_probe(
+    draft_dir: str | Path, target_dir: str | Path, *, token_ids: list[list[int]] | None = None, steps: int = 3
+) -> ProbeResult:
+    """Measure the draft against the target under every reading; see the module docstring."""
+    target = Target(Path(target_dir))
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt, target.config)
+    cfg = _draft_config(spec)
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec))
+    embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
+    configured, candidates = readings(spec, target.num_layers)
+    vocab = target.config.vocab_size or cfg.vocab_size
+    sequences = token_ids if token_ids is not None else default_sequences(target, vocab)
+    wanted = sorted({j for r in candidates for j in r.hidden_states})
+    stats = {r.name: [0.0, 0.0, 0] for r in candidates}  # top-1 hits, accepted tokens, positions
+    for seq in sequences:
+        if len(seq) < 3:
+            continue
+        ids = torch.tensor(seq)
+        out = target.run(ids, capture=wanted)
+        greedy = out.logits.argmax(-1)  # [T]: the target's next token after each position
+        for r in candidates:
+            aux = torch.cat([out.hidden[j][:-1].float() for j in r.hidden_states], dim=-1)  # [T-1, K*Ht]
+            rcfg = dataclasses.replace(cfg, norm_output=r.norm_output)
+            chain = eagle3_draft.chain(rcfg, weights, ids[1:], aux, steps, embed=embed)
+            _score(stats[r.name], chain, ids, greedy)
+    rows = [
+        ProbeRow(
+            r.name,
+            list(r.hidden_states),
+            r.norm_output,
+            _rate(stats[r.name][0], stats[r.name][2]),
+            1.0 + _rate(stats[r.name][1], stats[r.name][2]),
+        )
+        for r in candidates
+    ]
+    best = max(rows, key=lambda row: (row.top1, row.acceptance_length)).reading
+    positions = int(stats[configured][2])
+    return ProbeResult(len(sequences), positions, steps, configured, best, rows)
+
+
+def _score(acc: list[float], chain: list[eagle3_draft.StepOutput], ids: torch.Tensor, greedy: torch.Tensor) -> None:
+    """Row t of the chain drafts tokens t+2, t+3, ...; a draft token is accepted while it equals the next token of
+    the sequence and that token is the target's greedy choice (so the context stays the target's own)."""
+    t_len = ids.numel()
+    for t in range(t_len - 2):
+        acc[2] += 1
+        first = int(chain[0].target_tokens[t])
+        acc[0] += first == int(greedy[t + 1])
+        accepted = 0
+        for s, step in enumerate(chain):
+            pos = t + 2 + s
+            if pos >= t_len or int(step.target_tokens[t]) != int(ids[pos]) or int(ids[pos]) != int(greedy[pos - 1]):
+                break
+            accepted += 1
+        acc[1] += accepted
+
+
+def _rate(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 4) if denominator else 0.0
+
+
+def forward_check(draft_dir: str | Path, steps: int = 2) -> tuple[bool, str]:
+    """Draft only: a chain on seeded random tokens and aux states. (all outputs finite, what was checked)."""
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt)
+    cfg = _draft_config(spec)
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec))
+    g = torch.Generator().manual_seed(0)
+    t_len = 16
+    tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g)
+    aux = torch.randn(t_len, cfg.num_aux * cfg.target_hidden_size, generator=g)
+    embed = None
+    if weights.get("embed_tokens.weight") is None:
+        embed = torch.randn(cfg.vocab_size, cfg.hidden_size, generator=g) * 0.02
+    chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
+    finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
+    return finite, f"{steps}-step chain over {t_len} random tokens"
