@@ -209,6 +209,10 @@ def test_cli_private_repo_token_is_used_and_never_printed(hub: FakeHub, clean_dr
     assert allowed.returncode == 0, allowed.stderr
     assert TOKEN not in allowed.stdout + allowed.stderr
     assert json.loads(allowed.stdout)["revision"] == hub.head("org/private")
+    verified = _cli(hub, "verify", "org/private", "--json", "--token", TOKEN)
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["checkpoint"]["revision"] == hub.head("org/private")
+    assert TOKEN not in verified.stdout + verified.stderr
 
 
 def test_offline_mode_is_a_clear_error(hub: FakeHub, clean_draft: Path, tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def verify(
     try:
         with progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance:
             report = verify_checkpoint(
-                path,
+                str(path),
                 target=target,
                 engine=chosen_engine,
                 level=level.value,
@@ -112,6 +112,9 @@ def verify(
                 ignore=ignore if ignore is not None else settings.get("ignore"),
                 compute_hashes=not no_hash,
                 progress=advance,
+                token=token,
+                token_ids=_token_ids(token_ids) if token_ids else None,
+                probe_steps=probe_steps,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
