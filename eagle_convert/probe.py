@@ -76,16 +76,18 @@ def _draft_state(ckpt: Checkpoint, spec: DraftSpec) -> dict[str, torch.Tensor]:
                     continue
                 if mapped.action == "split" or "aux_norm" in name:
                     raise UsageError(
-                        "the forward levels read canonical drafts",
+                        "the forward levels read canonical drafts: run `eagle-convert normalize` first",
                         path=ckpt.root,
-                        hint="run `eagle-convert normalize` first and verify its output",
+                        hint="then verify the normalized output",
                     )
                 state[mapped.target] = f.get_tensor(name)
     return state
 
 
 def _draft_config(spec: DraftSpec) -> eagle3_draft.DraftConfig:
-    raw = dict(spec.config.raw)
+    from eagle_convert.profiles import flatten_source
+
+    raw, _ = flatten_source(spec.config.raw)  # the speculators format keeps the layer settings nested
     raw.pop("use_aux_norm", None)
     return eagle3_draft.DraftConfig.from_config(raw)
 

@@ -1,0 +1,115 @@
+"""verify's forward levels: the draft's own forward pass, and the probe against a target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from jsonschema import Draft202012Validator
+
+from eagle_convert.checkpoint import open_checkpoint
+from eagle_convert.detect import detect
+from eagle_convert.normalize import normalize_checkpoint
+from eagle_convert.probe import _draft_config, _draft_state, readings, run_probe
+from eagle_convert.reference import eagle3_draft
+from eagle_convert.verify import verify_checkpoint
+from fixtures.broken import CORPUS, write_broken
+from fixtures.generate import write_layout
+from fixtures.layouts import LAYOUTS, TARGETS
+from tests.conftest import ROOT, run_cli
+
+REPORT = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def random_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixtures' 12-layer target with random weights (a real HF checkpoint written by transformers)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out = tmp_path_factory.mktemp("target")
+    raw = {k: v for k, v in TARGETS["target-llama"].items() if k not in ("architectures", "model_type")}
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**raw, tie_word_embeddings=False)).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory, random_target: Path) -> Path:
+    root = tmp_path_factory.mktemp("clean")
+    src = write_layout(root / "src", LAYOUTS["specforge-mha-eagle3.1"])
+    normalize_checkpoint(src, root / "draft", target=random_target)
+    return root / "draft"
+
+
+def test_forward_level_passes_a_clean_draft(clean: Path) -> None:
+    report = verify_checkpoint(clean, level="forward")
+    assert report.status == "pass"
+    outcomes = {c.rule_id: c.outcome for c in report.checks}
+    assert outcomes["EC701"] == outcomes["EC702"] == "pass" and outcomes["EC711"] == "skipped"
+
+
+def test_forward_level_catches_non_finite_outputs(tmp_path: Path) -> None:
+    case = next(c for c in CORPUS if c.name == "nan-in-fc")
+    draft = write_broken(tmp_path / "nan", case)
+    report = verify_checkpoint(draft, level="forward", select="EC7")
+    assert [f.rule_id for f in report.findings] == ["EC701"]
+
+
+def test_forward_level_needs_a_canonical_draft(fx: Path) -> None:
+    report = verify_checkpoint(fx / "layouts" / "specforge-mha-fused", level="forward", select="EC7")
+    assert [f.rule_id for f in report.findings] == ["EC702"]
+    assert "normalize" in report.findings[0].message
+
+
+def test_normalize_keeps_forward_outputs_bit_identical(fx: Path, tmp_path: Path) -> None:
+    src = fx / "layouts-sharded" / "speculators-mha-eagle3.1"
+    normalize_checkpoint(src, tmp_path / "out", target_family="llama")
+    outputs = []
+    for path in (src, tmp_path / "out"):
+        ckpt = open_checkpoint(path)
+        spec = detect(ckpt)
+        cfg = _draft_config(spec)
+        weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec))
+        g = torch.Generator().manual_seed(3)
+        tokens = torch.randint(0, cfg.vocab_size, (12,), generator=g)
+        aux = torch.randn(12, cfg.num_aux * cfg.target_hidden_size, generator=g)
+        outputs.append(eagle3_draft.chain(cfg, weights, tokens, aux, 3))
+    for a, b in zip(*outputs, strict=True):
+        assert torch.equal(a.logits, b.logits) and torch.equal(a.next_hidden, b.next_hidden)
+
+
+def test_target_level_probe_table_and_untrained_warning(clean: Path, random_target: Path) -> None:
+    report = verify_checkpoint(clean, target=random_target, level="target", probe_steps=2)
+    doc = report.to_dict()
+    REPORT.validate(doc)
+    probe = doc["probe"]
+    assert probe["configured"] == "configured" and probe["steps"] == 2 and probe["positions"] > 50
+    names = [r["reading"] for r in probe["rows"]]
+    assert names[0] == "configured" and any("norm_output" in n for n in names) and len(names) == 4
+    assert probe["rows"][0]["hidden_states"] == [2, 6, 9]
+    assert any(f.rule_id == "EC712" for f in report.findings)  # random weights agree with nothing
+
+
+def test_readings_cover_both_conventions_when_ambiguous(fx: Path) -> None:
+    spec = detect(open_checkpoint(fx / "layouts" / "torchspec-mla-eagle3.1-vllm"))
+    configured, rows = readings(spec, 12)
+    assert configured == "ids as input-to"
+    assert {r.name: list(r.hidden_states) for r in rows if not r.name.startswith("norm_output")} == {
+        "ids as input-to": [2, 6, 9], "ids as output-of": [3, 7, 10], "ids one layer earlier": [1, 5, 8]}
+
+
+def test_probe_with_explicit_token_ids(clean: Path, random_target: Path) -> None:
+    result = run_probe(clean, random_target, token_ids=[list(range(20)), list(range(40, 70))], steps=1)
+    assert result.sequences == 2 and result.positions == 18 + 28
+
+
+def test_cli_target_level_requires_target(clean: Path, tmp_path: Path, random_target: Path) -> None:
+    assert run_cli("verify", str(clean), "--level", "target").returncode == 2
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps([list(range(16))]))
+    result = run_cli("verify", str(clean), "--level", "target", "--target", str(random_target), "--token-ids",
+                     str(ids), "--exit-zero")
+    assert result.returncode == 0, result.stderr
+    assert "Acceptance probe" in result.stderr and "configured" in result.stderr
