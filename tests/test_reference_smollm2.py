@@ -26,7 +26,7 @@ try:
 except RuntimeError as missing:
     pytest.skip(str(missing), allow_module_level=True)
 
-# ~20 s with the dequantized checkpoint cached, ~45 s on a fresh checkout (2-CPU x86 box): the first call writes it
+# ~7 s with the dequantized checkpoint cached, ~30 s on a fresh checkout (2-CPU x86): the first call writes it
 pytestmark = pytest.mark.slow
 
 T = 32
