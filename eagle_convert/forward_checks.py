@@ -14,6 +14,15 @@ from eagle_convert.probe import MARGIN, forward_check, run_probe
 from eagle_convert.verify_report import VerifyFinding
 
 LOW_AGREEMENT = 0.05
+ACCEPTANCE_MARGIN = 0.1  # tokens of expected acceptance length
+
+
+def _beats(alternative: Any, configured: Any) -> bool:
+    """A clear win: better first-token agreement, or (same first step, e.g. norm_output) longer accepted chains."""
+    return bool(
+        alternative.top1 - configured.top1 > MARGIN
+        or alternative.acceptance_length - configured.acceptance_length > ACCEPTANCE_MARGIN
+    )
 
 
 def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool]) -> list[VerifyFinding]:
@@ -54,7 +63,7 @@ def probe_findings(
     configured = result.row(result.configured)
     best = result.row(result.best)
     pointer = "/eagle_aux_hidden_state_layer_ids"
-    if best.reading != configured.reading and best.top1 - configured.top1 > MARGIN:
+    if best.reading != configured.reading and _beats(best, configured):
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(

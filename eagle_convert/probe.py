@@ -200,7 +200,7 @@ def run_probe(
         )
         for r in candidates
     ]
-    best = max(rows, key=lambda row: (row.top1, row.acceptance_length)).reading
+    best = max(rows, key=lambda row: (round(row.top1 + row.acceptance_length, 4), row.top1)).reading
     positions = int(stats[configured][2])
     return ProbeResult(len(sequences), positions, steps, configured, best, rows)
 

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,21 @@ def run_cli_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "COLUMNS": "160"},
         timeout=120,
     )
+
+
+def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:
+    """transformers' hidden_states (N+1, the last after the final norm), logits, and the last layer's raw output."""
+    import torch
+
+    seen: list[Any] = []
+
+    def hook(_module: Any, _inputs: Any, output: Any) -> None:
+        seen.append(output[0] if isinstance(output, tuple) else output)
+
+    handle = model.model.layers[-1].register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            out = model(ids[None], output_hidden_states=True)
+    finally:
+        handle.remove()
+    return [h[0] for h in out.hidden_states], out.logits[0], seen[0][0]

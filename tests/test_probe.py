@@ -97,7 +97,10 @@ def test_readings_cover_both_conventions_when_ambiguous(fx: Path) -> None:
     configured, rows = readings(spec, 12)
     assert configured == "ids as input-to"
     assert {r.name: list(r.hidden_states) for r in rows if not r.name.startswith("norm_output")} == {
-        "ids as input-to": [2, 6, 9], "ids as output-of": [3, 7, 10], "ids one layer earlier": [1, 5, 8]}
+        "ids as input-to": [2, 6, 9],
+        "ids as output-of": [3, 7, 10],
+        "ids one layer earlier": [1, 5, 8],
+    }
 
 
 def test_probe_with_explicit_token_ids(clean: Path, random_target: Path) -> None:
@@ -109,7 +112,74 @@ def test_cli_target_level_requires_target(clean: Path, tmp_path: Path, random_ta
     assert run_cli("verify", str(clean), "--level", "target").returncode == 2
     ids = tmp_path / "ids.json"
     ids.write_text(json.dumps([list(range(16))]))
-    result = run_cli("verify", str(clean), "--level", "target", "--target", str(random_target), "--token-ids",
-                     str(ids), "--exit-zero")
+    result = run_cli(
+        "verify",
+        str(clean),
+        "--level",
+        "target",
+        "--target",
+        str(random_target),
+        "--token-ids",
+        str(ids),
+        "--exit-zero",
+    )
     assert result.returncode == 0, result.stderr
     assert "Acceptance probe" in result.stderr and "configured" in result.stderr
+
+
+def _pair_copy(tmp_path: Path, edit: dict[str, object]) -> tuple[Path, Path, list[list[int]]]:
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from fixtures.trained_pair import trained_pair
+
+    pair = trained_pair()
+    draft = tmp_path / "draft"
+    shutil.copytree(pair.draft_dir, draft)
+    config = json.loads((draft / "config.json").read_text())
+    config.update(edit)
+    (draft / "config.json").write_text(json.dumps(config))
+    ids = load_file(pair.token_ids_path)["token_ids"][:4, :64].tolist()
+    return draft, pair.target_dir, ids
+
+
+@pytest.mark.slow
+def test_probe_confirms_the_trained_reading(tmp_path: Path) -> None:
+    draft, target, ids = _pair_copy(tmp_path, {})
+    report = verify_checkpoint(draft, target=target, level="target", token_ids=ids)
+    probe = report.probe
+    assert probe is not None and probe["best"] == "configured", probe
+    assert probe["rows"][0]["top1"] > 0.8
+    assert not [f for f in report.findings if f.rule_id in ("EC711", "EC712")]
+
+
+@pytest.mark.slow
+def test_probe_flags_ids_one_layer_off(tmp_path: Path) -> None:
+    config = json.loads(
+        (__import__("fixtures.trained_pair", fromlist=["x"]).trained_pair().draft_dir / "config.json").read_text()
+    )
+    shifted = [i - 1 for i in config["eagle_aux_hidden_state_layer_ids"]]  # the vLLM misreading of output-of ids
+    provenance = {**config["eagle_convert"], "hidden_state_indices": shifted}
+    draft, target, ids = _pair_copy(
+        tmp_path,
+        {
+            "eagle_aux_hidden_state_layer_ids": shifted,
+            "eagle_config": {
+                "eagle_aux_hidden_state_layer_ids": [i - 1 for i in shifted],
+                "use_aux_hidden_state": True,
+            },
+            "eagle_convert": provenance,
+        },
+    )
+    report = verify_checkpoint(draft, target=target, level="target", token_ids=ids)
+    flagged = [f for f in report.findings if f.rule_id == "EC711"]
+    assert flagged and flagged[0].expected["hidden_states"] == config["eagle_aux_hidden_state_layer_ids"], report.probe
+
+
+@pytest.mark.slow
+def test_probe_flags_flipped_norm_output(tmp_path: Path) -> None:
+    draft, target, ids = _pair_copy(tmp_path, {"norm_output": True})
+    report = verify_checkpoint(draft, target=target, level="target", token_ids=ids, probe_steps=3)
+    flagged = [f for f in report.findings if f.rule_id == "EC711"]
+    assert flagged and flagged[0].expected["norm_output"] is False, report.probe

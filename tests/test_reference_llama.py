@@ -22,6 +22,7 @@ from eagle_convert.reference.llama import (
     forward_streaming,
     layer_shapes,
 )
+from tests.conftest import hf_forward
 
 transformers = pytest.importorskip("transformers")
 
@@ -68,22 +69,6 @@ def _input_ids() -> torch.Tensor:
     return torch.randint(0, TINY["vocab_size"], (T,), generator=torch.Generator().manual_seed(1))
 
 
-def _hf_forward(model: Any, ids: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """HF hidden_states (N+1, the last after the final norm), logits, and the last layer's raw output (a hook)."""
-    seen: list[torch.Tensor] = []
-
-    def hook(_module: Any, _inputs: Any, output: Any) -> None:
-        seen.append(output[0] if isinstance(output, tuple) else output)
-
-    handle = model.model.layers[-1].register_forward_hook(hook)
-    try:
-        with torch.no_grad():
-            out = model(ids[None], output_hidden_states=True)
-    finally:
-        handle.remove()
-    return [h[0] for h in out.hidden_states], out.logits[0], seen[0][0]
-
-
 def _ours(model: Any, ids: torch.Tensor) -> TargetOutput:
     config = LlamaConfig.from_hf(model.config.to_dict())
     state = model.state_dict()
@@ -100,7 +85,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_parity_with_transformers(case: str) -> None:
     model = _hf_model(case)
     ids = _input_ids()
-    hf_hidden, hf_logits, hf_last_raw = _hf_forward(model, ids)
+    hf_hidden, hf_logits, hf_last_raw = hf_forward(model, ids)
     ours = _ours(model, ids)
     errors = {}
     for j in range(N_LAYERS):  # boundary j = input of layer j = HF hidden_states[j]

@@ -17,6 +17,7 @@ import torch
 
 from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
 from fixtures.smollm2 import gguf_path, smollm2_checkpoint
+from tests.conftest import hf_forward
 
 pytest.importorskip("gguf", reason="the GGUF loader needs `gguf` (the `test` extra: scripts/_env.sh test)")
 transformers = pytest.importorskip("transformers")
@@ -56,22 +57,6 @@ def tokenizer(checkpoint: Path) -> Any:
     return transformers.AutoTokenizer.from_pretrained(checkpoint)
 
 
-def _hf_forward(model: Any, ids: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """HF hidden_states (N+1, the last after the final norm), logits, and the last layer's raw output (a hook)."""
-    seen: list[torch.Tensor] = []
-
-    def hook(_module: Any, _inputs: Any, output: Any) -> None:
-        seen.append(output[0] if isinstance(output, tuple) else output)
-
-    handle = model.model.layers[-1].register_forward_hook(hook)
-    try:
-        with torch.no_grad():
-            out = model(ids[None], output_hidden_states=True)
-    finally:
-        handle.remove()
-    return [h[0] for h in out.hidden_states], out.logits[0], seen[0][0]
-
-
 def _check(ours: torch.Tensor, ref: torch.Tensor, what: str) -> float:
     """assert_close on each token's row divided by its largest |entry|; returns the largest such error."""
     scale = ref.abs().amax(-1, keepdim=True).clamp_min(1e-30)  # [T, 1]
@@ -91,7 +76,7 @@ def test_parity_with_transformers_on_smollm2(checkpoint: Path, hf_model: Any, to
     assert ids.numel() == T
     config = LlamaConfig.from_hf(json.loads((checkpoint / "config.json").read_text()))
     n = config.num_layers
-    hf_hidden, hf_logits, hf_last_raw = _hf_forward(hf_model, ids)
+    hf_hidden, hf_logits, hf_last_raw = hf_forward(hf_model, ids)
     ours = forward_streaming(config, SafetensorsWeights(checkpoint), ids, capture=range(n + 1))
 
     errors = {f"boundary {j}": _check(ours.hidden[j], hf_hidden[j], f"boundary {j}") for j in range(n)}
