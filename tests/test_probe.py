@@ -183,3 +183,19 @@ def test_probe_flags_flipped_norm_output(tmp_path: Path) -> None:
     report = verify_checkpoint(draft, target=target, level="target", token_ids=ids, probe_steps=3)
     flagged = [f for f in report.findings if f.rule_id == "EC711"]
     assert flagged and flagged[0].expected["norm_output"] is False, report.probe
+
+
+@pytest.mark.slow
+def test_reinitialised_embedding_is_flagged(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    draft, target, ids = _pair_copy(tmp_path, {})
+    shard = next(draft.glob("*.safetensors"))
+    state = load_file(shard)
+    g = torch.Generator().manual_seed(7)
+    state["embed_tokens.weight"] = torch.randn(state["embed_tokens.weight"].shape, generator=g) * 0.02
+    save_file(state, str(shard), metadata={"format": "pt"})
+    report = verify_checkpoint(draft, target=target, level="target", token_ids=ids)
+    rules = {f.rule_id for f in report.findings if f.pointer == "embed_tokens.weight"}
+    assert "EC603" in rules, [(f.rule_id, f.pointer) for f in report.findings]
+    assert report.probe is not None and report.probe["rows"][0]["top1"] < 0.5  # and the draft stops agreeing
