@@ -149,9 +149,18 @@ def normalize_checkpoint(
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files to normalize (config only)", path=src)
     target_cfg = TargetConfig.from_path(target) if target is not None else None
+    measured = None
+    if aux_convention == "auto":
+        if target is None:
+            raise UsageError("--aux-convention auto measures the draft against the target: pass --target DIR")
+        from eagle_convert.probe import measure_convention
+
+        aux_convention, measured = measure_convention(src, target)
     spec = detect(ckpt, target_cfg, aux_convention)
     family = target_cfg.family if target_cfg else target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)
+    if measured is not None:
+        sem.provenance["convention_measured"] = measured
     raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
     plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)

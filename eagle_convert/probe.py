@@ -28,7 +28,8 @@ from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.llama import SafetensorsWeights
 
 MARGIN = 0.05  # an alternative must beat the configured reading's top-1 by this much to be reported
-DEFAULT_SEQUENCES, DEFAULT_PROMPT, DEFAULT_CONTINUATION = 4, 8, 24
+# Default probe text: the target's own greedy continuations of one random token each (in its own distribution).
+DEFAULT_SEQUENCES, DEFAULT_PROMPT, DEFAULT_CONTINUATION = 8, 1, 31
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,40 @@ def default_sequences(target: Target, vocab: int) -> list[list[int]]:
     return [target.greedy(p, DEFAULT_CONTINUATION) for p in prompts]
 
 
+def measure_convention(draft_dir: str | Path, target_dir: str | Path, *, steps: int = 3) -> tuple[str, str]:
+    """(convention, evidence): which reading of the draft's ids the target's hidden states confirm.
+
+    Both readings are measured whatever the config says; a win smaller than the margin is refused, never guessed.
+    """
+    spec = detect(open_checkpoint(draft_dir))
+    ids = sorted(set(spec.aux.ids or []))
+    if not ids:
+        raise UsageError("the draft has no aux-layer ids, so there is no convention to measure", path=draft_dir)
+    norm_output = spec.flags.norm_output.value
+    both = [Reading("input-to", tuple(ids), norm_output), Reading("output-of", tuple(i + 1 for i in ids), norm_output)]
+    result = run_probe(draft_dir, target_dir, steps=steps, candidates=both)
+    a, b = result.row("input-to"), result.row("output-of")
+    winner, loser = (a, b) if (a.top1, a.acceptance_length) >= (b.top1, b.acceptance_length) else (b, a)
+    evidence = (
+        f"measured against the target: {winner.reading} hs{winner.hidden_states} top-1 {winner.top1:.1%}, "
+        f"{loser.reading} hs{loser.hidden_states} top-1 {loser.top1:.1%} over {result.positions} positions"
+    )
+    if winner.top1 - loser.top1 <= MARGIN and winner.acceptance_length - loser.acceptance_length <= 0.1:
+        raise UsageError(
+            f"the probe cannot tell the conventions apart ({evidence})",
+            path=draft_dir,
+            hint="pass --aux-convention output-of or input-to",
+        )
+    return winner.reading, evidence
+
+
 def run_probe(
-    draft_dir: str | Path, target_dir: str | Path, *, token_ids: list[list[int]] | None = None, steps: int = 3
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    *,
+    token_ids: list[list[int]] | None = None,
+    steps: int = 3,
+    candidates: list[Reading] | None = None,
 ) -> ProbeResult:
     """Measure the draft against the target under every reading; see the module docstring."""
     target = Target(Path(target_dir))
@@ -174,7 +207,10 @@ def run_probe(
     cfg = _draft_config(spec)
     weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec))
     embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
-    configured, candidates = readings(spec, target.num_layers)
+    if candidates is None:
+        configured, candidates = readings(spec, target.num_layers)
+    else:
+        configured = candidates[0].name
     vocab = target.config.vocab_size or cfg.vocab_size
     sequences = token_ids if token_ids is not None else default_sequences(target, vocab)
     wanted = sorted({j for r in candidates for j in r.hidden_states})

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 
 from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.detect import detect
+from eagle_convert.errors import EagleConvertError
 from eagle_convert.normalize import normalize_checkpoint
 from eagle_convert.probe import _draft_config, _draft_state, readings, run_probe
 from eagle_convert.reference import eagle3_draft
@@ -199,3 +200,23 @@ def test_reinitialised_embedding_is_flagged(tmp_path: Path) -> None:
     rules = {f.rule_id for f in report.findings if f.pointer == "embed_tokens.weight"}
     assert "EC603" in rules, [(f.rule_id, f.pointer) for f in report.findings]
     assert report.probe is not None and report.probe["rows"][0]["top1"] < 0.5  # and the draft stops agreeing
+
+
+@pytest.mark.slow
+def test_normalize_measures_the_convention_when_asked(tmp_path: Path) -> None:
+    """eagle_config ids [0, 2, 4] are ambiguous to the static rules; the weights say output-of (hs[1, 3, 5])."""
+    from fixtures.trained_pair import trained_pair
+
+    true_states = trained_pair().hidden_state_indices
+    ids = [j - 1 for j in true_states]
+    draft, target, _ = _pair_copy(tmp_path, {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})
+    config = json.loads((draft / "config.json").read_text())
+    del config["eagle_convert"], config["eagle_aux_hidden_state_layer_ids"]
+    (draft / "config.json").write_text(json.dumps(config))
+    assert detect(open_checkpoint(draft)).aux.convention == "ambiguous"
+    with pytest.raises(EagleConvertError, match="ambiguous"):
+        normalize_checkpoint(draft, tmp_path / "refused", target=target)
+    report = normalize_checkpoint(draft, tmp_path / "out", target=target, aux_convention="auto")
+    assert report.semantics["hidden_states"] == true_states
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert "output-of hs[1, 3, 5]" in written["eagle_convert"]["convention_measured"]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.inspect_cmd import AuxConvention
 from eagle_convert.errors import UsageError
 
 
@@ -18,6 +17,12 @@ class Profile(StrEnum):
     sglang = "sglang"
     vllm = "vllm"
     speculators = "speculators"
+
+
+class AuxConvention(StrEnum):
+    output_of = "output-of"
+    input_to = "input-to"
+    auto = "auto"  # measured against the target's hidden states (needs --target with weights)
 
 
 class Family(StrEnum):
@@ -65,7 +70,9 @@ def normalize(
         None, "--target-family", help="Target family, when no target config is at hand."
     ),
     aux_convention: AuxConvention | None = typer.Option(
-        None, "--aux-convention", help="Declare what the source's aux-layer ids mean."
+        None,
+        "--aux-convention",
+        help="Declare what the source's aux-layer ids mean, or measure it against --target (auto).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     as_json: bool = typer.Option(
