@@ -10,7 +10,7 @@ from typing import Any
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.detect import DraftSpec
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.probe import MARGIN, forward_check, run_probe
+from eagle_convert.probe import MARGIN, forward_check, match_saved_states, oracle_check, run_probe
 from eagle_convert.verify_report import VerifyFinding
 
 LOW_AGREEMENT = 0.05
@@ -39,6 +39,41 @@ def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool]) -> list[V
     return []
 
 
+def saved_state_findings(
+    spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool]
+) -> tuple[list[VerifyFinding], dict[str, Any]]:
+    """Match hidden states a trainer or engine saved against the target's boundaries."""
+    result = match_saved_states(target, path)
+    found = sorted({m["boundary"] for m in result["matches"]})
+    configured = spec.aux.hidden_state_indices
+    pointer = "/eagle_aux_hidden_state_layer_ids"
+    if configured is not None and found != sorted(configured) and enabled("EC714"):
+        return [
+            VerifyFinding(
+                "EC714",
+                "error",
+                f"the saved hidden states are hs{found}, but the config selects hs{configured}",
+                path.name,
+                pointer,
+                expected=found,
+                actual=configured,
+            )
+        ], result
+    if enabled("EC715"):
+        return [
+            VerifyFinding(
+                "EC715",
+                "info",
+                f"the saved hidden states are hs{found} (relative errors "
+                f"{[m['relative_error'] for m in result['matches']]})",
+                path.name,
+                pointer,
+                actual=found,
+            )
+        ], result
+    return [], result
+
+
 def probe_findings(
     ckpt: Checkpoint,
     spec: DraftSpec,
@@ -46,6 +81,9 @@ def probe_findings(
     enabled: Callable[[str], bool],
     token_ids: list[list[int]] | None,
     steps: int,
+    *,
+    saved_states: Path | None = None,
+    oracle: str | None = None,
 ) -> tuple[list[VerifyFinding], dict[str, Any] | None]:
     try:
         result = run_probe(ckpt.root, target, token_ids=token_ids, steps=steps)
@@ -103,4 +141,23 @@ def probe_findings(
                 actual=configured.top1,
             )
         )
-    return out, asdict(result)
+    table = asdict(result)
+    if saved_states is not None:
+        more, table["saved_states"] = saved_state_findings(spec, target, saved_states, enabled)
+        out += more
+    if oracle == "transformers":
+        sequence = token_ids[0] if token_ids else list(range(min(32, result.positions + 2)))
+        table["oracle"] = oracle_check(target, sequence)
+        if table["oracle"]["max_relative_error"] > 1e-3 and enabled("EC716"):
+            out.append(
+                VerifyFinding(
+                    "EC716",
+                    "error",
+                    f"the reference target differs from transformers by "
+                    f"{table['oracle']['max_relative_error']:.2e} (relative): the probe's "
+                    "numbers cannot be trusted for this model",
+                    None,
+                    None,
+                )
+            )
+    return out, table

@@ -278,3 +278,59 @@ def forward_check(draft_dir: str | Path, steps: int = 2) -> tuple[bool, str]:
     chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
     finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
     return finite, f"{steps}-step chain over {t_len} random tokens"
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+
+
+def match_saved_states(target_dir: str | Path, path: str | Path) -> dict[str, Any]:
+    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
+
+    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
+    tokens, in the trainer's order).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        saved = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise InputError(f"cannot read saved hidden states: {exc}", path=path) from None
+    ids, states = saved.get("token_ids"), saved.get("hidden_states")
+    if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
+        raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
+    target = Target(Path(target_dir))
+    out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
+    matches = []
+    for k in range(states.shape[0]):
+        errors = {j: _relative_error(h, states[k]) for j, h in out.hidden.items() if h.shape == states[k].shape}
+        if not errors:
+            raise InputError(
+                f"saved state {k} has shape {list(states[k].shape)}, no target boundary matches it", path=path
+            )
+        best = min(errors, key=lambda j: errors[j])
+        matches.append({"state": k, "boundary": best, "relative_error": round(errors[best], 6)})
+    return {"file": str(path), "matches": matches}
+
+
+def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]:
+    """The reference target against transformers (when installed) on the same tokens: the largest relative error
+    over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm)."""
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError(
+            "--oracle transformers needs the transformers package",
+            hint="pip install transformers (or eagle-convert[test])",
+        ) from None
+    target = Target(Path(target_dir))
+    ids = torch.tensor(token_ids)
+    ours = target.run(ids, capture=range(target.num_layers))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
+    with torch.no_grad():
+        theirs = model(ids[None], output_hidden_states=True).hidden_states
+    errors = [_relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
+    errors.append(_relative_error(ours.final_hidden, theirs[target.num_layers][0]))
+    return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}

@@ -394,6 +394,24 @@ _RULES = (
         "info",
         "The aux-id convention was ambiguous; the probe measured which reading the draft was trained on.",
     ),
+    Rule(
+        "EC714",
+        "saved-states-disagree",
+        "error",
+        "Hidden states saved by the trainer or engine are not the target boundaries the config selects.",
+    ),
+    Rule(
+        "EC715",
+        "saved-states-matched",
+        "info",
+        "Saved hidden states identify the target boundaries the draft was trained on.",
+    ),
+    Rule(
+        "EC716",
+        "oracle-mismatch",
+        "error",
+        "The reference target disagrees with transformers on these tokens: the probe's numbers cannot be trusted.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -420,7 +438,7 @@ FIXED_BY_NORMALIZE = frozenset(
 _LEVEL_OF = {
     **dict.fromkeys(_TENSOR_LEVEL, "tensors"),
     **dict.fromkeys(("EC701", "EC702"), "forward"),
-    **dict.fromkeys(("EC711", "EC712", "EC713"), "target"),
+    **dict.fromkeys(("EC711", "EC712", "EC713", "EC714", "EC715", "EC716"), "target"),
 }
 RULES: dict[str, Rule] = {rule.id: replace(rule, level=_LEVEL_OF.get(rule.id, rule.level)) for rule in _RULES}
 

@@ -131,6 +131,8 @@ def verify_checkpoint(
     token: str | None = None,
     token_ids: list[list[int]] | None = None,
     probe_steps: int = 3,
+    reference_hidden_states: Path | None = None,
+    oracle: str | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input)."""
     if engine not in ENGINES:
@@ -192,7 +194,16 @@ def verify_checkpoint(
 
         found += forward_findings(ckpt, enabled)
         if depth >= LEVELS.index("target") and target is not None:
-            more, probe = probe_findings(ckpt, spec, Path(target), enabled, token_ids, probe_steps)
+            more, probe = probe_findings(
+                ckpt,
+                spec,
+                Path(target),
+                enabled,
+                token_ids,
+                probe_steps,
+                saved_states=reference_hidden_states,
+                oracle=oracle,
+            )
             found += more
 
     found = [f for f in found if enabled(f.rule_id)]

@@ -220,3 +220,40 @@ def test_normalize_measures_the_convention_when_asked(tmp_path: Path) -> None:
     assert report.semantics["hidden_states"] == true_states
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     assert "output-of hs[1, 3, 5]" in written["eagle_convert"]["convention_measured"]
+
+
+@pytest.mark.slow
+def test_saved_hidden_states_and_the_transformers_oracle(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    from eagle_convert.probe import Target
+    from fixtures.trained_pair import trained_pair
+
+    pair = trained_pair()
+    draft, target, ids = _pair_copy(tmp_path, {})
+    tokens = torch.tensor(ids[0])
+    captured = Target(target).run(tokens, capture=range(7)).hidden
+    for name, states in (("true", pair.hidden_state_indices), ("shifted", [j + 1 for j in pair.hidden_state_indices])):
+        save_file(
+            {"token_ids": tokens, "hidden_states": torch.stack([captured[j] for j in states])},
+            str(tmp_path / f"{name}.safetensors"),
+        )
+    ok = verify_checkpoint(
+        draft,
+        target=target,
+        level="target",
+        token_ids=ids[:1],
+        reference_hidden_states=tmp_path / "true.safetensors",
+        oracle="transformers",
+    )
+    assert [f.rule_id for f in ok.findings if f.rule_id in ("EC714", "EC715", "EC716")] == ["EC715"]
+    assert ok.probe is not None and ok.probe["oracle"]["max_relative_error"] < 1e-4
+    assert [m["boundary"] for m in ok.probe["saved_states"]["matches"]] == pair.hidden_state_indices
+    bad = verify_checkpoint(
+        draft,
+        target=target,
+        level="target",
+        token_ids=ids[:1],
+        reference_hidden_states=tmp_path / "shifted.safetensors",
+    )
+    assert any(f.rule_id == "EC714" for f in bad.findings)

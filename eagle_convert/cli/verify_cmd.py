@@ -35,6 +35,10 @@ class FailLevel(StrEnum):
     warning = "warning"
 
 
+class Oracle(StrEnum):
+    transformers = "transformers"
+
+
 class Format(StrEnum):
     human = "human"
     json = "json"
@@ -85,6 +89,16 @@ def verify(
         "of token-id lists to probe with (default: the target's own greedy "
         "continuations of seeded random prompts).",
     ),
+    reference_hidden_states: Path | None = typer.Option(
+        None,
+        "--reference-hidden-states",
+        metavar="FILE",
+        help="--level target: a safetensors file of aux states saved by a trainer or engine (token_ids [T], "
+        "hidden_states [K, T, Ht]); reports which target boundaries they are.",
+    ),
+    oracle: Oracle | None = typer.Option(
+        None, "--oracle", help="--level target: also check the reference target against this implementation."
+    ),
     probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
@@ -115,6 +129,8 @@ def verify(
                 token=token,
                 token_ids=_token_ids(token_ids) if token_ids else None,
                 probe_steps=probe_steps,
+                reference_hidden_states=reference_hidden_states,
+                oracle=oracle.value if oracle else None,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
