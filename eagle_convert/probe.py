@@ -334,3 +334,31 @@ def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]
     errors = [_relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
     errors.append(_relative_error(ours.final_hidden, theirs[target.num_layers][0]))
     return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}
+
+
+def prompt_token_ids(
+    target_dir: str | Path, prompts_file: str | Path, continuation: int = DEFAULT_CONTINUATION
+) -> list[list[int]]:
+    """Token ids for the probe from text prompts (one per line), tokenized with the target's ``tokenizer.json``
+    (the ``tokenizers`` package), each followed by the target's own greedy continuation."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise UsageError("--prompts needs the tokenizers package", hint="pip install tokenizers") from None
+    directory = Path(target_dir)
+    vocab_file = (directory if directory.is_dir() else directory.parent) / "tokenizer.json"
+    if not vocab_file.is_file():
+        raise InputError(
+            "the target has no tokenizer.json to tokenize --prompts with",
+            path=vocab_file.parent,
+            hint="pass --token-ids FILE instead",
+        )
+    try:
+        lines = [line for line in Path(prompts_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read prompts: {exc}", path=prompts_file) from None
+    if not lines:
+        raise InputError("no prompts in the file", path=prompts_file)
+    tokenizer = Tokenizer.from_file(str(vocab_file))
+    target = Target(directory)
+    return [target.greedy(tokenizer.encode(line).ids, continuation) for line in lines]

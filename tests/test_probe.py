@@ -257,3 +257,22 @@ def test_saved_hidden_states_and_the_transformers_oracle(tmp_path: Path) -> None
         reference_hidden_states=tmp_path / "shifted.safetensors",
     )
     assert any(f.rule_id == "EC714" for f in bad.findings)
+
+
+@pytest.mark.slow
+def test_prompts_are_tokenized_with_the_targets_tokenizer(tmp_path: Path) -> None:
+    """SmolLM2 (real tokenizer.json) as the target: prompts become its token ids plus its greedy continuation."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer
+
+    from eagle_convert.probe import prompt_token_ids
+    from fixtures.smollm2 import smollm2_checkpoint
+
+    target = smollm2_checkpoint()
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The capital of France is\n\nSpeculative decoding drafts tokens\n", encoding="utf-8")
+    ids = prompt_token_ids(target, prompts, continuation=3)
+    tokenizer = Tokenizer.from_file(str(target / "tokenizer.json"))
+    first = tokenizer.encode("The capital of France is").ids
+    assert len(ids) == 2 and ids[0][: len(first)] == first and len(ids[0]) == len(first) + 3
+    assert "Paris" in tokenizer.decode(ids[0][len(first):])

@@ -99,6 +99,13 @@ def verify(
     oracle: Oracle | None = typer.Option(
         None, "--oracle", help="--level target: also check the reference target against this implementation."
     ),
+    prompts: Path | None = typer.Option(
+        None,
+        "--prompts",
+        metavar="FILE",
+        help="--level target: text prompts, one per line, tokenized with the "
+        "target's tokenizer.json and continued by the target.",
+    ),
     probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
@@ -127,7 +134,7 @@ def verify(
                 compute_hashes=not no_hash,
                 progress=advance,
                 token=token,
-                token_ids=_token_ids(token_ids) if token_ids else None,
+                token_ids=_token_ids(token_ids) if token_ids else _prompt_ids(target, prompts),
                 probe_steps=probe_steps,
                 reference_hidden_states=reference_hidden_states,
                 oracle=oracle.value if oracle else None,
@@ -149,6 +156,18 @@ def verify(
     if report.status == "fail" and not exit_zero:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
+
+
+def _prompt_ids(target: Path | None, prompts: Path | None) -> list[list[int]] | None:
+    if prompts is None:
+        return None
+    if target is None:
+        from eagle_convert.errors import UsageError
+
+        raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
+    from eagle_convert.probe import prompt_token_ids
+
+    return prompt_token_ids(target, prompts)
 
 
 def _token_ids(path: Path) -> list[list[int]]:
