@@ -275,4 +275,4 @@ def test_prompts_are_tokenized_with_the_targets_tokenizer(tmp_path: Path) -> Non
     tokenizer = Tokenizer.from_file(str(target / "tokenizer.json"))
     first = tokenizer.encode("The capital of France is").ids
     assert len(ids) == 2 and ids[0][: len(first)] == first and len(ids[0]) == len(first) + 3
-    assert "Paris" in tokenizer.decode(ids[0][len(first):])
+    assert "Paris" in tokenizer.decode(ids[0][len(first) :])
