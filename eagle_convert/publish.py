@@ -21,7 +21,7 @@ from eagle_convert.detect import detect
 from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, InputError, OutputExistsError, UsageError
 from eagle_convert.hub import HubError, HubStore, hf_client, parse_repo_ref, translate_error
 from eagle_convert.model_card import render_card
-from eagle_convert.verify import checkpoint_files, verify_checkpoint
+from eagle_convert.verify import checkpoint_files, hash_files, verify_checkpoint
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -101,11 +101,8 @@ def _check_file(store: HubStore, path: Path) -> TransferFile:
             f"{path.name} is {size} bytes but the Hub lists {remote.size}; removed, run pull again",
             path=store.location(path.name),
         )
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    if remote.sha256 and digest.hexdigest() != remote.sha256:
+    sha256 = hash_files(path.parent, [path.name])[0].sha256
+    if remote.sha256 and sha256 != remote.sha256:
         path.unlink()
         raise HubError(
             f"{path.name} does not match the Hub's sha256; removed, run pull again", path=store.location(path.name)
@@ -116,7 +113,7 @@ def _check_file(store: HubStore, path: Path) -> TransferFile:
             f"{path.name} does not match the Hub's git object id; removed, run pull again",
             path=store.location(path.name),
         )
-    return TransferFile(path.name, size, digest.hexdigest())
+    return TransferFile(path.name, size, sha256)
 
 
 def pull_checkpoint(
