@@ -164,3 +164,20 @@ def test_from_hf_reads_kimi_text_config_and_legacy_rope_scaling() -> None:
 def test_from_hf_rejects_missing_and_bad_keys(raw: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DeepseekConfig.from_hf(raw)
+
+
+def test_packed_sequences_equal_separate_runs(tmp_path: Path) -> None:
+    save_random_target(tiny(rope_scaling=YARN), tmp_path)
+    config = DeepseekConfig.from_hf(json.loads((tmp_path / "config.json").read_text()))
+    weights = DictWeights(safetensors_torch.load_file(tmp_path / "model.safetensors"))
+    ids = torch.randint(0, 128, (24,), generator=torch.Generator().manual_seed(2))
+    layers: list[int] = []
+    packed = forward_streaming(config, weights, ids, capture=[1, 3], lengths=[10, 14], on_layer=layers.append)
+    assert layers == [0, 1, 2]
+    for a, b in ((0, 10), (10, 24)):
+        alone = forward_streaming(config, weights, ids[a:b], capture=[1, 3])
+        for j in (1, 3):
+            torch.testing.assert_close(packed.hidden[j][a:b], alone.hidden[j], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(packed.logits[a:b], alone.logits, rtol=1e-5, atol=1e-5)
+    joined = forward_streaming(config, weights, ids)
+    assert not torch.allclose(joined.logits[10:], packed.logits[10:], rtol=1e-3, atol=1e-3)

@@ -240,3 +240,29 @@ def test_streams_one_layer_at_a_time() -> None:
     assert source.order[0] is None and source.order[-2:] == [None, None]  # embedding first; norm and head last
     assert all(r() is None for refs in source.alive.values() for r in refs)  # nothing kept after the pass
     assert out.hidden.keys() == {N_LAYERS}
+
+
+@pytest.mark.parametrize("case", ["llama-llama3-rope", "qwen3-qk-norm"])
+def test_packed_sequences_equal_separate_runs(case: str) -> None:
+    """Three sequences packed into one pass give each sequence exactly what its own pass gives (and HF's)."""
+    model = _hf_model(case)
+    config, weights = LlamaConfig.from_hf(model.config.to_dict()), DictWeights(model.state_dict())
+    ids = _input_ids()
+    lengths = [7, 1, T - 8]
+    layers: list[int] = []
+    packed = forward_streaming(config, weights, ids, capture=[0, 2, N_LAYERS], lengths=lengths, on_layer=layers.append)
+    assert layers == list(range(N_LAYERS))
+    start = 0
+    for n in lengths:
+        alone = forward_streaming(config, weights, ids[start : start + n], capture=[0, 2, N_LAYERS])
+        for j in (0, 2, N_LAYERS):
+            torch.testing.assert_close(packed.hidden[j][start : start + n], alone.hidden[j], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(packed.logits[start : start + n], alone.logits, rtol=1e-5, atol=1e-5)
+        _, hf_logits, _ = hf_forward(model, ids[start : start + n])
+        torch.testing.assert_close(packed.logits[start : start + n], hf_logits, rtol=1e-5, atol=1e-5)
+        start += n
+    # packing is not concatenation: the second sequence must not see the first
+    joined = forward_streaming(config, weights, ids, capture=[N_LAYERS])
+    assert not torch.allclose(joined.logits[7:8], packed.logits[7:8], rtol=1e-3, atol=1e-3)
+    with pytest.raises(InputError, match="must be positive and add up"):
+        forward_streaming(config, weights, ids, lengths=[T - 1])

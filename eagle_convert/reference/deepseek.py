@@ -1,8 +1,9 @@
 """Reference DeepSeek-V3 / Kimi-K2 target model: MLA attention, YaRN RoPE and sigmoid-routed MoE, in pure PyTorch.
 
 Matches transformers' ``DeepseekV3ForCausalLM`` (5.x, eager attention) to fp32 rounding; tested in
-``tests/test_reference_deepseek.py``. Runs one decoder layer at a time over all tokens (batch 1, causal, no cache),
-loading only that layer's tensors, and for MoE layers only the experts some token was routed to, one expert at a time.
+``tests/test_reference_deepseek.py``. Runs one decoder layer at a time over all tokens (causal, no cache; several
+sequences packed end to end), loading only that layer's tensors, and for MoE layers only the experts some token was
+routed to, one expert at a time.
 
 Notation (docs/FORMATS.md §1): ``T`` tokens, ``H`` hidden, ``nh`` heads, ``rq``/``rkv`` q/kv LoRA ranks, ``dn``/``dr``/
 ``dv`` nope/rope/value head dims, ``E`` routed experts, ``k`` experts per token, ``g`` expert groups.
@@ -13,7 +14,7 @@ output *before* the final norm (HF's ``hidden_states[N]`` is after it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import ConfigError, InputError
+from eagle_convert.reference.packing import pack
 
 
 class WeightSource(Protocol):
@@ -199,8 +201,8 @@ def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def rope_tables(config: DeepseekConfig, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [T, dr/2] for positions 0..T-1 (YaRN inv_freq blend and cos/sin attention factor when configured)."""
+def rope_tables(config: DeepseekConfig, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, dr/2] for ``positions`` [T] (YaRN inv_freq blend and cos/sin attention factor when configured)."""
     dr, base = config.qk_rope_head_dim, config.rope_theta
     inv_freq = 1.0 / base ** (torch.arange(0, dr, 2, dtype=torch.float32) / dr)  # [dr/2]
     scale = 1.0
@@ -222,7 +224,7 @@ def rope_tables(config: DeepseekConfig, T: int) -> tuple[torch.Tensor, torch.Ten
             scale = yarn_mscale(y.factor, y.mscale) / yarn_mscale(y.factor, y.mscale_all_dim)
         else:
             scale = yarn_mscale(y.factor)
-    angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq  # [T, dr/2]
+    angles = positions.float()[:, None] * inv_freq  # [T, dr/2]
     return angles.cos() * scale, angles.sin() * scale
 
 
@@ -271,9 +273,15 @@ def mlp(load: _Loader, x: torch.Tensor, p: str, H: int, inter: int) -> torch.Ten
 
 
 def attention(
-    c: DeepseekConfig, load: _Loader, x: torch.Tensor, p: str, cos: torch.Tensor, sin: torch.Tensor
+    c: DeepseekConfig,
+    load: _Loader,
+    x: torch.Tensor,
+    p: str,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    segments: Sequence[tuple[int, int]],
 ) -> torch.Tensor:
-    """Multi-head latent attention over x [T, H] -> [T, H]."""
+    """Multi-head latent attention over x [T, H] -> [T, H], causal within each packed segment."""
     T, H, nh = x.shape[0], c.hidden_size, c.num_attention_heads
     dn, dr, dv, rkv, bias = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.attention_bias
     if c.q_lora_rank is None:
@@ -297,12 +305,19 @@ def attention(
     q = torch.cat([q_nope, q_rope], dim=-1)  # [T, nh, dn+dr]
     k = torch.cat([k_nope, k_rope[:, None, :].expand(T, nh, dr)], dim=-1)  # [T, nh, dn+dr]
 
-    scores = torch.einsum("thd,shd->hts", q, k) * softmax_scale(c)  # [nh, T, T]
-    causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(x.dtype)
-    out = torch.einsum("hts,shd->thd", probs, v).reshape(T, nh * dv)  # [T, nh, dv] -> [T, nh*dv]
+    scale = softmax_scale(c)
+    out = torch.cat([_causal(q[a:b], k[a:b], v[a:b], scale) for a, b in segments]).reshape(T, nh * dv)  # [T, nh*dv]
     return linear(load, out, f"{p}.o_proj", H, nh * dv, bias)
+
+
+def _causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """One sequence: q, k [S, nh, dn+dr], v [S, nh, dv] -> [S, nh, dv]."""
+    S = q.shape[0]
+    scores = torch.einsum("thd,shd->hts", q, k) * scale  # [nh, S, S]
+    causal = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.einsum("hts,shd->thd", probs, v)
 
 
 def route(c: DeepseekConfig, load: _Loader, x: torch.Tensor, p: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -345,31 +360,34 @@ def forward_streaming(
     capture: Iterable[int] = (),
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    lengths: Sequence[int] | None = None,
+    on_layer: Callable[[int], None] | None = None,
 ) -> TargetOutput:
-    """Run the target layer by layer over ``input_ids`` ([T] or [1, T]); capture boundaries 0..N (N: before norm)."""
+    """Run the target layer by layer over ``input_ids`` ([T] or [1, T]); capture boundaries 0..N (N: before norm).
+
+    ``lengths``: several sequences packed end to end (reference/packing.py); ``on_layer(i)`` after layer ``i``."""
     c, N = config, config.num_hidden_layers
     wanted = set(capture)
     if bad := sorted(j for j in wanted if not 0 <= j <= N):
         raise InputError(f"capture boundaries {bad} are outside 0..{N} for this {N}-layer DeepSeek target")
-    if input_ids.dim() == 2 and input_ids.shape[0] == 1:
-        input_ids = input_ids[0]  # [1, T] -> [T]
-    if input_ids.dim() != 1:
-        raise InputError(f"input_ids has shape {list(input_ids.shape)}; the reference model runs one sequence [T]")
+    packed = pack(input_ids, lengths, c.vocab_size, device)
     load = _Loader(weights, device, dtype)
-    H, T = c.hidden_size, input_ids.shape[0]
+    H = c.hidden_size
 
-    x = load("model.embed_tokens.weight", c.vocab_size, H)[input_ids.to(device)]  # [T, H]
-    cos, sin = (t.to(device) for t in rope_tables(c, T))
+    x = load("model.embed_tokens.weight", c.vocab_size, H)[packed.ids]  # [T, H]
+    cos, sin = (t.to(device) for t in rope_tables(c, packed.positions))
     hidden: dict[int, torch.Tensor] = {}
     for i in range(N):
         if i in wanted:
             hidden[i] = x
         p = f"model.layers.{i}"
         h = rms_norm(x, load(f"{p}.input_layernorm.weight", H), c.rms_norm_eps)
-        x = x + attention(c, load, h, f"{p}.self_attn", cos, sin)
+        x = x + attention(c, load, h, f"{p}.self_attn", cos, sin, packed.segments)
         y = rms_norm(x, load(f"{p}.post_attention_layernorm.weight", H), c.rms_norm_eps)
         dense = i < c.first_k_dense_replace
         x = x + (mlp(load, y, f"{p}.mlp", H, c.intermediate_size) if dense else moe(c, load, y, f"{p}.mlp"))
+        if on_layer is not None:
+            on_layer(i)
     if N in wanted:
         hidden[N] = x
     final = rms_norm(x, load("model.norm.weight", H), c.rms_norm_eps)

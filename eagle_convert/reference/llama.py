@@ -1,8 +1,9 @@
 """Reference Llama-family **target** model, run layer by layer: Llama 3.x, Qwen2 and Qwen3 (dense, GQA, SwiGLU).
 
-Matches transformers' ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``Qwen3ForCausalLM`` (batch 1, full causal
-attention, no KV cache): default RoPE and Llama 3 ``rope_scaling`` (``rope_type: llama3``), q/k/v biases (Qwen2, or
-``attention_bias``), per-head ``q_norm``/``k_norm`` before RoPE with an explicit ``head_dim`` (Qwen3), tied embeddings.
+Matches transformers' ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``Qwen3ForCausalLM`` (full causal attention,
+no KV cache; several sequences run packed end to end): default RoPE and Llama 3 ``rope_scaling``
+(``rope_type: llama3``), q/k/v biases (Qwen2, or ``attention_bias``), per-head ``q_norm``/``k_norm`` before RoPE with
+an explicit ``head_dim`` (Qwen3), tied embeddings.
 Tested for parity against transformers in ``tests/test_reference_llama.py``.
 
 Boundary ``j`` (0..N) is the input of decoder layer ``j``: boundary 0 is the embeddings, boundary ``j < N`` equals
@@ -16,7 +17,7 @@ Peak memory is one decoder layer's weights plus activations: each layer's tensor
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from safetensors import safe_open
 from eagle_convert.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
 from eagle_convert.errors import ConfigError, InputError, ShardIndexError
 from eagle_convert.jsonstrict import load_json_object
+from eagle_convert.reference.packing import pack
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")
 _CONFIG_HINT = "fix the target's config.json (a Llama, Qwen2 or Qwen3 text model config)"
@@ -301,9 +303,11 @@ def rope_inv_freq(cfg: LlamaConfig) -> torch.Tensor:
     return torch.where(medium, (1 - smooth) * inv / s.factor + smooth * inv, scaled)
 
 
-def rope_cos_sin(cfg: LlamaConfig, t: int, device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    cfg: LlamaConfig, positions: torch.Tensor, device: str | torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of ``position * inv_freq``, each ``[T, hd]`` (the hd/2 frequencies repeated, rotate-half layout)."""
-    freqs = torch.arange(t, dtype=torch.float32)[:, None] * rope_inv_freq(cfg)[None, :]  # [T, 1] * [1, hd/2]
+    freqs = positions.float()[:, None] * rope_inv_freq(cfg)[None, :]  # [T, 1] * [1, hd/2]
     emb = torch.cat([freqs, freqs], dim=-1).to(device)  # [T, hd]
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
@@ -320,9 +324,14 @@ def _linear(x: torch.Tensor, w: Mapping[str, torch.Tensor], name: str) -> torch.
 
 
 def attention(
-    cfg: LlamaConfig, x: torch.Tensor, w: Mapping[str, torch.Tensor], cos: torch.Tensor, sin: torch.Tensor
+    cfg: LlamaConfig,
+    x: torch.Tensor,
+    w: Mapping[str, torch.Tensor],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    segments: Sequence[tuple[int, int]],
 ) -> torch.Tensor:
-    """Causal GQA ``softmax(q k^T / sqrt(hd) + mask) v`` over ``x`` ``[T, H]`` -> ``[T, H]``."""
+    """Causal GQA ``softmax(q k^T / sqrt(hd) + mask) v`` over ``x`` ``[T, H]`` -> ``[T, H]``, within each segment."""
     t, nh, nkv, hd = x.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     q = _linear(x, w, "self_attn.q_proj").view(t, nh, hd)  # [T, nh*hd] -> [T, nh, hd]
     k = _linear(x, w, "self_attn.k_proj").view(t, nkv, hd)  # [T, nkv*hd] -> [T, nkv, hd]
@@ -333,12 +342,18 @@ def attention(
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     k = k.repeat_interleave(nh // nkv, dim=1)  # [T, nkv, hd] -> [T, nh, hd]: kv head j serves q heads j*g .. j*g+g-1
     v = v.repeat_interleave(nh // nkv, dim=1)  # [T, nkv, hd] -> [T, nh, hd]
-    q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [T, nh, hd] -> [nh, T, hd]
-    scores = (q @ k.transpose(1, 2)) * hd**-0.5  # [nh, T, T]
-    future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)  # [T, T], True above the diagonal
-    probs = torch.softmax(scores.masked_fill(future, -math.inf).float(), dim=-1).to(x.dtype)  # [nh, T, T]
-    out = (probs @ v).transpose(0, 1).reshape(t, nh * hd)  # [nh, T, hd] -> [T, nh, hd] -> [T, nh*hd]
-    return _linear(out, w, "self_attn.o_proj")
+    out = torch.cat([_causal(q[a:b], k[a:b], v[a:b], hd) for a, b in segments])  # [T, nh, hd]
+    return _linear(out.reshape(t, nh * hd), w, "self_attn.o_proj")  # [T, nh, hd] -> [T, nh*hd] -> [T, H]
+
+
+def _causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, hd: int) -> torch.Tensor:
+    """One sequence's causal attention, ``[S, nh, hd]`` each -> ``[S, nh, hd]``."""
+    s = q.shape[0]
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [S, nh, hd] -> [nh, S, hd]
+    scores = (q @ k.transpose(1, 2)) * hd**-0.5  # [nh, S, S]
+    future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)  # [S, S], True above the diagonal
+    probs = torch.softmax(scores.masked_fill(future, -math.inf).float(), dim=-1).to(q.dtype)  # [nh, S, S]
+    return (probs @ v).transpose(0, 1)  # [nh, S, hd] -> [S, nh, hd]
 
 
 def mlp(x: torch.Tensor, w: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -347,10 +362,15 @@ def mlp(x: torch.Tensor, w: Mapping[str, torch.Tensor]) -> torch.Tensor:
 
 
 def decoder_layer(
-    cfg: LlamaConfig, x: torch.Tensor, w: Mapping[str, torch.Tensor], cos: torch.Tensor, sin: torch.Tensor
+    cfg: LlamaConfig,
+    x: torch.Tensor,
+    w: Mapping[str, torch.Tensor],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    segments: Sequence[tuple[int, int]],
 ) -> torch.Tensor:
     """Pre-norm block: ``h = x + attn(norm(x))``; ``out = h + mlp(norm(h))``."""
-    h = x + attention(cfg, rms_norm(x, w["input_layernorm.weight"], cfg.rms_norm_eps), w, cos, sin)
+    h = x + attention(cfg, rms_norm(x, w["input_layernorm.weight"], cfg.rms_norm_eps), w, cos, sin, segments)
     return h + mlp(rms_norm(h, w["post_attention_layernorm.weight"], cfg.rms_norm_eps), w)
 
 
@@ -370,29 +390,33 @@ def forward_streaming(
     input_ids: torch.Tensor,
     *,
     capture: Iterable[int] = (),
-    device: str = "cpu",
+    device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    lengths: Sequence[int] | None = None,
+    on_layer: Callable[[int], None] | None = None,
 ) -> TargetOutput:
-    """Run ``input_ids`` ``[T]`` (or ``[1, T]``) through the target one layer at a time, keeping ``capture``."""
+    """Run ``input_ids`` ``[T]`` (or ``[1, T]``) through the target one layer at a time, keeping ``capture``.
+
+    ``lengths``: several sequences packed end to end (reference/packing.py); ``on_layer(i)`` after layer ``i``."""
     cfg, n, h, vocab = config, config.num_layers, config.hidden_size, config.vocab_size
     wanted = set(capture)
     if any(not 0 <= j <= n for j in wanted):
         raise InputError(f"capture boundaries {sorted(wanted)} must lie in 0..{n} (N = {n} layers)")
-    if input_ids.is_floating_point() or input_ids.shape[:-1] not in ((), (1,)):
-        raise InputError(f"input_ids must be integer [T] or [1, T], found {input_ids.dtype} {list(input_ids.shape)}")
-    ids = input_ids.reshape(-1).to(device)  # [1, T] or [T] -> [T]
-    if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab:
-        raise InputError(f"input_ids must be non-empty and lie in 0..{vocab - 1}")
+    packed = pack(input_ids, lengths, vocab, device)
 
     table = _load(weights, "model.embed_tokens.weight", (vocab, h), device, dtype)  # [V, H]
-    x = table[ids]  # [T, H]
+    x = table[packed.ids]  # [T, H]
     del table  # not kept through the layers
-    cos, sin = rope_cos_sin(cfg, ids.numel(), device, dtype)
+    cos, sin = rope_cos_sin(cfg, packed.positions, device, dtype)
     hidden: dict[int, torch.Tensor] = {}
     for i in range(n):
         if i in wanted:
             hidden[i] = x
-        x = decoder_layer(cfg, x, _load_layer(cfg, weights, i, device, dtype), cos, sin)  # layer i freed on return
+        w = _load_layer(cfg, weights, i, device, dtype)
+        x = decoder_layer(cfg, x, w, cos, sin, packed.segments)
+        del w  # layer i freed before layer i + 1 is read
+        if on_layer is not None:
+            on_layer(i)
     if n in wanted:
         hidden[n] = x
     final = rms_norm(x, _load(weights, "model.norm.weight", (h,), device, dtype), cfg.rms_norm_eps)
