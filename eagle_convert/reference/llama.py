@@ -263,7 +263,9 @@ def layer_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load(weights: WeightSource, name: str, shape: tuple[int, ...], device: str, dtype: torch.dtype) -> torch.Tensor:
+def _load(
+    weights: WeightSource, name: str, shape: tuple[int, ...], device: str | torch.device, dtype: torch.dtype
+) -> torch.Tensor:
     t = weights.get(name)
     if tuple(t.shape) != shape:
         raise InputError(
@@ -273,7 +275,7 @@ def _load(weights: WeightSource, name: str, shape: tuple[int, ...], device: str,
 
 
 def _load_layer(
-    cfg: LlamaConfig, weights: WeightSource, i: int, device: str, dtype: torch.dtype
+    cfg: LlamaConfig, weights: WeightSource, i: int, device: str | torch.device, dtype: torch.dtype
 ) -> dict[str, torch.Tensor]:
     return {k: _load(weights, f"model.layers.{i}.{k}", s, device, dtype) for k, s in layer_shapes(cfg).items()}
 
