@@ -173,6 +173,35 @@ def progress_bar(enabled: bool, label: str = "writing") -> Iterator[Callable[[in
         yield lambda n: bar.advance(task, n)
 
 
+@contextmanager
+def steps_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A progress bar on stderr (only on a terminal) for long computations reported as ``(what, done, total)``:
+    one bar per ``what``, counting its units (the probe's target layers) with elapsed and remaining time."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    tasks: dict[str, Any] = {}
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        "layers",
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    ) as bar:
+
+        def update(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield update
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = json.dumps(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -229,21 +258,29 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     if report.findings:
         console.print(table)
     if report.probe:
+        p = report.probe
+        text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
         probe = Table(
-            title=f"Acceptance probe: {report.probe['positions']} positions, "
-            f"{report.probe['steps']}-step greedy chains",
+            title=f"Acceptance probe: {p['positions']} positions of {text.get(p.get('text', ''), 'text')}, "
+            f"{p['steps']}-step greedy chains ({p.get('device', 'cpu')}, {p.get('dtype', 'float32')})",
             title_justify="left",
+            caption="vs configured: positions where the reading does better / worse, and the sign test's p-value",
+            caption_justify="left",
         )
-        for column in ("reading", "hidden states", "norm_output", "top-1", "acceptance length"):
+        for column in ("reading", "hidden states", "norm_output", "top-1", "acceptance length", "vs configured"):
             probe.add_column(column)
-        for row in report.probe["rows"]:
-            mark = " (configured)" if row["reading"] == report.probe["configured"] else ""
+        for row in p["rows"]:
+            configured = row["reading"] == p["configured"]
+            mark = " (configured)" if configured and row["reading"] != "configured" else ""
+            best = row["reading"] == p["best"]
+            versus = "" if configured else f"{row['wins']} / {row['losses']}, p {row['p_value']:.2g}"
             probe.add_row(
-                Text(row["reading"] + mark),
+                Text(row["reading"] + mark, style="bold" if best else ""),
                 f"hs{row['hidden_states']}",
                 str(row["norm_output"]).lower(),
                 f"{row['top1']:.1%}",
                 f"{row['acceptance_length']:.2f}",
+                versus,
             )
         console.print(probe)
     ran = sum(c["outcome"] != "skipped" for c in doc["checks"])

@@ -3,31 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.checkpoint import Checkpoint
+from eagle_convert.compute import CPU_FLOAT32, Compute
 from eagle_convert.detect import DraftSpec
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.probe import MARGIN, forward_check, match_saved_states, oracle_check, run_probe
+from eagle_convert.probe import (
+    Progress,
+    clearly_better,
+    forward_check,
+    match_saved_states,
+    oracle_check,
+    prompt_token_ids,
+    run_probe,
+)
 from eagle_convert.verify_report import VerifyFinding
 
 LOW_AGREEMENT = 0.05
-ACCEPTANCE_MARGIN = 0.1  # tokens of expected acceptance length
 
 
-def _beats(alternative: Any, configured: Any) -> bool:
-    """A clear win: better first-token agreement, or (same first step, e.g. norm_output) longer accepted chains."""
-    return bool(
-        alternative.top1 - configured.top1 > MARGIN
-        or alternative.acceptance_length - configured.acceptance_length > ACCEPTANCE_MARGIN
-    )
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What ``verify --level target`` probes with (see the verify command's options)."""
+
+    token_ids: list[list[int]] | None = None
+    prompts: Path | None = None
+    text: str = "sampled"
+    steps: int = 3
+    compute: Compute = CPU_FLOAT32
+    reference_hidden_states: Path | None = None
+    oracle: str | None = None
+    progress: Progress | None = None
 
 
-def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool]) -> list[VerifyFinding]:
+def forward_findings(
+    ckpt: Checkpoint, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
+) -> list[VerifyFinding]:
     try:
-        finite, what = forward_check(ckpt.root)
+        finite, what = forward_check(ckpt.root, compute=compute)
     except EagleConvertError as exc:
         return (
             [VerifyFinding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
@@ -40,10 +56,10 @@ def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool]) -> list[V
 
 
 def saved_state_findings(
-    spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool]
+    spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
 ) -> tuple[list[VerifyFinding], dict[str, Any]]:
     """Match hidden states a trainer or engine saved against the target's boundaries."""
-    result = match_saved_states(target, path)
+    result = match_saved_states(target, path, compute)
     found = sorted({m["boundary"] for m in result["matches"]})
     configured = spec.aux.hidden_state_indices
     pointer = "/eagle_aux_hidden_state_layer_ids"
@@ -79,14 +95,21 @@ def probe_findings(
     spec: DraftSpec,
     target: Path,
     enabled: Callable[[str], bool],
-    token_ids: list[list[int]] | None,
-    steps: int,
-    *,
-    saved_states: Path | None = None,
-    oracle: str | None = None,
+    settings: ProbeSettings,
 ) -> tuple[list[VerifyFinding], dict[str, Any] | None]:
+    token_ids = settings.token_ids
+    if token_ids is None and settings.prompts is not None:
+        token_ids = prompt_token_ids(target, settings.prompts, compute=settings.compute, progress=settings.progress)
     try:
-        result = run_probe(ckpt.root, target, token_ids=token_ids, steps=steps)
+        result = run_probe(
+            ckpt.root,
+            target,
+            token_ids=token_ids,
+            steps=settings.steps,
+            compute=settings.compute,
+            progress=settings.progress,
+            text=settings.text,
+        )
     except EagleConvertError as exc:
         return (
             [
@@ -101,7 +124,7 @@ def probe_findings(
     configured = result.row(result.configured)
     best = result.row(result.best)
     pointer = "/eagle_aux_hidden_state_layer_ids"
-    if best.reading != configured.reading and _beats(best, configured):
+    if best.reading != configured.reading and clearly_better(best, configured, best.p_value):
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(
@@ -142,10 +165,12 @@ def probe_findings(
             )
         )
     table = asdict(result)
-    if saved_states is not None:
-        more, table["saved_states"] = saved_state_findings(spec, target, saved_states, enabled)
+    if settings.reference_hidden_states is not None:
+        more, table["saved_states"] = saved_state_findings(
+            spec, target, settings.reference_hidden_states, enabled, settings.compute
+        )
         out += more
-    if oracle == "transformers":
+    if settings.oracle == "transformers":
         sequence = token_ids[0] if token_ids else list(range(min(32, result.positions + 2)))
         table["oracle"] = oracle_check(target, sequence)
         if table["oracle"]["max_relative_error"] > 1e-3 and enabled("EC716"):

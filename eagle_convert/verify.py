@@ -133,14 +133,24 @@ def verify_checkpoint(
     probe_steps: int = 3,
     reference_hidden_states: Path | None = None,
     oracle: str | None = None,
+    prompts: Path | None = None,
+    probe_text: str = "sampled",
+    device: str = "auto",
+    dtype: str = "float32",
+    probe_progress: Callable[[str, int, int], None] | None = None,
 ) -> VerifyReport:
-    """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input)."""
+    """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
+
+    The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
+    ``probe_progress(what, done, total)`` hears of the target layers run in the probe's long parts."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
     if level == "target" and target is None:
         raise UsageError("--level target runs the target model: pass --target DIR (with its weights)")
+    if prompts is not None and target is None:
+        raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
     if fail_level not in FAIL_LEVELS:
         raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
@@ -190,20 +200,23 @@ def verify_checkpoint(
         found += content_findings(ctx, enabled)
     probe: dict[str, Any] | None = None
     if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
-        from eagle_convert.forward_checks import forward_findings, probe_findings
+        from eagle_convert import compute
+        from eagle_convert.forward_checks import ProbeSettings, forward_findings, probe_findings
 
-        found += forward_findings(ckpt, enabled)
+        chosen_compute = compute.resolve(device, dtype)
+        found += forward_findings(ckpt, enabled, chosen_compute)
         if depth >= LEVELS.index("target") and target is not None:
-            more, probe = probe_findings(
-                ckpt,
-                spec,
-                Path(target),
-                enabled,
+            settings = ProbeSettings(
                 token_ids,
+                prompts,
+                probe_text,
                 probe_steps,
-                saved_states=reference_hidden_states,
-                oracle=oracle,
+                chosen_compute,
+                reference_hidden_states,
+                oracle,
+                probe_progress,
             )
+            more, probe = probe_findings(ckpt, spec, Path(target), enabled, settings)
             found += more
 
     found = [f for f in found if enabled(f.rule_id)]

@@ -276,3 +276,100 @@ def test_prompts_are_tokenized_with_the_targets_tokenizer(tmp_path: Path) -> Non
     first = tokenizer.encode("The capital of France is").ids
     assert len(ids) == 2 and ids[0][: len(first)] == first and len(ids[0]) == len(first) + 3
     assert "Paris" in tokenizer.decode(ids[0][len(first) :])
+
+
+@pytest.mark.slow
+def test_probe_ranks_the_trained_convention_first_with_a_clear_margin() -> None:
+    """The default probe (the target's own sampled text) on the trained pair: the configured reading wins, and both
+    readings one layer off lose by the margin and by the sign test, as does norm_output flipped."""
+    from eagle_convert.probe import clearly_better
+    from fixtures.trained_pair import trained_pair
+
+    pair = trained_pair()
+    result = run_probe(pair.draft_dir, pair.target_dir)
+    assert result.text == "sampled" and result.device == "cpu" and result.dtype == "float32"
+    configured = result.row("configured")
+    assert result.best == "configured" and configured.hidden_states == pair.hidden_state_indices
+    others = [r for r in result.rows if r.reading != "configured"]
+    assert {tuple(r.hidden_states) for r in others} == {(2, 4, 6), (0, 2, 4), (1, 3, 5)}
+    for row in others:
+        assert clearly_better(configured, row, row.p_value), row
+        assert row.losses > 3 * row.wins, row
+
+
+def test_sign_test() -> None:
+    from eagle_convert.probe import sign_test
+
+    assert sign_test(0, 0) == 1.0 and sign_test(5, 5) == 1.0
+    assert sign_test(0, 10) == pytest.approx(2 / 1024) == sign_test(10, 0)
+    assert sign_test(2, 8) == pytest.approx(2 * (1 + 10 + 45) / 1024)
+    assert 0 < sign_test(50, 207) < 1e-20  # large counts stay finite
+
+
+def test_generation_packs_prompts_exactly(random_target: Path) -> None:
+    """Generating for several prompts in packed passes gives each prompt what generating it alone gives."""
+    from eagle_convert.probe import Target
+
+    target = Target(random_target)
+    prompts = [[5], [17, 3, 250], [99, 1]]
+    seen: list[tuple[str, int, int]] = []
+    together = target.generate(prompts, 4, lambda what, done, total: seen.append((what, done, total)))
+    assert together == [target.generate([p], 4)[0] for p in prompts]
+    assert [len(s) for s in together] == [5, 7, 6]
+    sampled = target.generate(prompts, 4, sample_seed=0)
+    assert sampled == target.generate(prompts, 4, sample_seed=0) and sampled != together  # seeded, and not greedy
+    total = 4 * target.num_layers  # one packed pass per new token
+    assert seen[0] == ("target: generating probe text", 0, total) and seen[-1][1:] == (total, total)
+
+
+def test_probe_reports_progress_device_and_dtype(clean: Path, random_target: Path) -> None:
+    seen: dict[str, list[tuple[int, int]]] = {}
+    result = run_probe(
+        clean,
+        random_target,
+        steps=1,
+        progress=lambda what, done, total: seen.setdefault(what, []).append((done, total)),
+    )
+    assert set(seen) == {"target: generating probe text", "probe: target + draft"}
+    for ticks in seen.values():
+        assert ticks[-1][0] == ticks[-1][1] > 0 and [d for d, _ in ticks] == list(range(len(ticks)))
+    assert (result.device, result.dtype, result.text) == ("cpu", "float32", "sampled")
+
+
+@pytest.mark.slow
+def test_bfloat16_probe_agrees_with_float32() -> None:
+    """The probe in bfloat16 (on the CPU here) reaches the same verdict as in float32 on the trained pair."""
+    from eagle_convert.compute import resolve
+    from fixtures.trained_pair import trained_pair
+
+    pair = trained_pair()
+    ids = __import__("safetensors.torch", fromlist=["x"]).load_file(pair.token_ids_path)["token_ids"][:4].tolist()
+    full = run_probe(pair.draft_dir, pair.target_dir, token_ids=ids)
+    half = run_probe(pair.draft_dir, pair.target_dir, token_ids=ids, compute=resolve("cpu", "bfloat16"))
+    assert half.dtype == "bfloat16" and half.best == full.best == "configured"
+    for a, b in zip(full.rows, half.rows, strict=True):
+        assert abs(a.top1 - b.top1) < 0.05, (a, b)
+
+
+def test_device_and_dtype_choices() -> None:
+    from eagle_convert.compute import resolve
+
+    auto = resolve("auto")
+    assert auto.device.type == ("cuda" if torch.cuda.is_available() else "cpu") and auto.dtype == torch.float32
+    assert resolve("cpu", "float16").dtype == torch.float16
+    with pytest.raises(EagleConvertError, match="unknown dtype"):
+        resolve("cpu", "int8")
+    with pytest.raises(EagleConvertError, match="unknown device"):
+        resolve("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(EagleConvertError, match="sees no CUDA device") as caught:
+            resolve("cuda:0")
+        assert caught.value.exit_code == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_cli_refuses_cuda_without_a_gpu(clean: Path) -> None:
+    result = run_cli("verify", str(clean), "--level", "forward", "--device", "cuda")
+    assert result.returncode == 2
+    assert result.stderr.startswith("Error: ") and "sees no CUDA device" in result.stderr
+    assert "Traceback" not in result.stderr

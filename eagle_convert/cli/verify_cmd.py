@@ -39,6 +39,23 @@ class Oracle(StrEnum):
     transformers = "transformers"
 
 
+class Device(StrEnum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Dtype(StrEnum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class ProbeText(StrEnum):
+    sampled = "sampled"
+    greedy = "greedy"
+
+
 class Format(StrEnum):
     human = "human"
     json = "json"
@@ -86,8 +103,8 @@ def verify(
         "--token-ids",
         metavar="FILE",
         help="--level target: a JSON list "
-        "of token-id lists to probe with (default: the target's own greedy "
-        "continuations of seeded random prompts).",
+        "of token-id lists to probe with (default: the target's own "
+        "continuations of seeded random prompts, see --probe-text).",
     ),
     reference_hidden_states: Path | None = typer.Option(
         None,
@@ -107,12 +124,24 @@ def verify(
         "target's tokenizer.json and continued by the target.",
     ),
     probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
+    probe_text: ProbeText = typer.Option(
+        ProbeText.sampled,
+        "--probe-text",
+        help="--level target without --token-ids/--prompts: the target's own text, sampled at temperature 1 "
+        "(tells readings apart best) or greedy (acceptance length exact for greedy decoding).",
+    ),
+    device: Device = typer.Option(
+        Device.auto,
+        "--device",
+        help="--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
+    ),
+    dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--level forward/target: compute precision."),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
-    from eagle_convert.console import progress_bar, render_verify, stderr_console
+    from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
     from eagle_convert.verify import load_settings, verify_checkpoint
     from eagle_convert.verify_report import VerifyReport
 
@@ -121,7 +150,10 @@ def verify(
     chosen_engine = _setting(engine, settings, "engine", "both")
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
     try:
-        with progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance:
+        with (
+            steps_bar(enabled=sys.stderr.isatty() and level == Level.target) as steps,
+            progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance,
+        ):
             report = verify_checkpoint(
                 str(path),
                 target=target,
@@ -134,10 +166,15 @@ def verify(
                 compute_hashes=not no_hash,
                 progress=advance,
                 token=token,
-                token_ids=_token_ids(token_ids) if token_ids else _prompt_ids(target, prompts),
+                token_ids=_token_ids(token_ids) if token_ids else None,
+                prompts=prompts,
                 probe_steps=probe_steps,
+                probe_text=probe_text.value,
                 reference_hidden_states=reference_hidden_states,
                 oracle=oracle.value if oracle else None,
+                device=device.value,
+                dtype=dtype.value,
+                probe_progress=steps,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
@@ -156,18 +193,6 @@ def verify(
     if report.status == "fail" and not exit_zero:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
-
-
-def _prompt_ids(target: Path | None, prompts: Path | None) -> list[list[int]] | None:
-    if prompts is None:
-        return None
-    if target is None:
-        from eagle_convert.errors import UsageError
-
-        raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
-    from eagle_convert.probe import prompt_token_ids
-
-    return prompt_token_ids(target, prompts)
 
 
 def _token_ids(path: Path) -> list[list[int]]:

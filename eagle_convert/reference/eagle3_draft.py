@@ -179,8 +179,15 @@ class DraftWeights:
         return self.tensors.get(name)
 
 
-def load_draft(config: DraftConfig, state: Mapping[str, Tensor], *, dtype: torch.dtype = torch.float32) -> DraftWeights:
-    """Check names and shapes (unknown, missing, misshapen -> ConfigError naming them); cast floats to ``dtype``."""
+def load_draft(
+    config: DraftConfig,
+    state: Mapping[str, Tensor],
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> DraftWeights:
+    """Check names and shapes (unknown, missing, misshapen -> ConfigError naming them); move to ``device`` and cast
+    floats to ``dtype``."""
     required, optional = expected_tensors(config)
     unknown = sorted(set(state) - set(required) - set(optional))
     missing = sorted(set(required) - set(state))
@@ -191,8 +198,8 @@ def load_draft(config: DraftConfig, state: Mapping[str, Tensor], *, dtype: torch
     qk = [n for n in ("q_norm", "k_norm") if f"midlayer.self_attn.{n}.weight" in state]
     if wrong or len(qk) == 1:
         raise ConfigError(f"draft tensors have wrong shapes or a lone {qk}: {wrong}", hint=_HINT)
-    out = {n: t.to(dtype) if t.is_floating_point() else t.to(torch.int64) for n, t in state.items()}
-    out.setdefault("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.int64))
+    out = {n: t.to(device, dtype if t.is_floating_point() else torch.int64) for n, t in state.items()}
+    out.setdefault("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.int64, device=device))
     return DraftWeights(out)
 
 
@@ -257,7 +264,7 @@ def rope(x: Tensor, positions: Tensor, c: DraftConfig, *, interleaved: bool) -> 
     """Rotate pairs of ``x`` [T, heads, d] by ``position * inv_freq``. Rotate-half pairs (x_i, x_{i+d/2}); interleaved
     (DeepSeek) pairs (x_{2i}, x_{2i+1}), written back de-interleaved like transformers' DeepseekV3 (same q.k)."""
     inv, scale = rope_inv_freq(c, x.shape[-1])
-    angle = positions.float()[:, None] * inv  # [T, d/2]
+    angle = positions.float()[:, None] * inv.to(positions.device)  # [T, d/2]
     cos, sin = ((angle.cos() * scale).to(x.dtype)[:, None, :], (angle.sin() * scale).to(x.dtype)[:, None, :])
     x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
@@ -269,7 +276,7 @@ def _attend(q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: 
     t, heads = q.shape[0], q.shape[1]
     ks = [k.repeat_interleave(heads // k.shape[1], dim=1) for k in keys]  # GQA: [T, nkv, dq] -> [T, nh, dq]
     vs = [v.repeat_interleave(heads // v.shape[1], dim=1) for v in values]  # [T, nkv, dv] -> [T, nh, dv]
-    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
     context = (torch.einsum("qhd,khd->hqk", q, ks[0]) * scale).masked_fill(~causal, float("-inf"))  # [nh, T, T]
     own = [torch.einsum("thd,thd->ht", q, k)[..., None] * scale for k in ks[1:]]  # [nh, T, 1] per later step
     probs = torch.softmax(torch.cat([context, *own], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
@@ -375,7 +382,7 @@ def chain(
     and its argmax token mapped to target ids, and attends to the first step causally plus its own chain so far."""
     if steps < 1:
         raise ConfigError(f"chain needs at least one step, got {steps}")
-    pos = torch.arange(token_ids.shape[0]) if positions is None else positions
+    pos = torch.arange(token_ids.shape[0], device=token_ids.device) if positions is None else positions
     outs: list[StepOutput] = []
     tokens, hidden = token_ids, aux
     for s in range(steps):
