@@ -1,18 +1,23 @@
-"""The reference target on CUDA: parity with the CPU run and with transformers on SmolLM2, and timings.
+"""The reference target and the acceptance probe on CUDA: parity with the CPU run and with transformers, timings.
 
     bash bench/gpu.sh            # exits 0 with a note when no CUDA device is present
 
-Runs the streaming reference forward of SmolLM2-135M-Instruct (fixtures/smollm2.py) on the CPU and on the GPU in
-float32 over the same 256 tokens, and transformers' forward on the GPU; prints the largest relative difference of
-the captured boundaries and logits, and the median time of 3 runs of each.
+1. Runs the streaming reference forward of SmolLM2-135M-Instruct (fixtures/smollm2.py) on the CPU and on the GPU in
+   float32 over the same 256 tokens, and transformers' forward on the GPU; prints the largest relative difference of
+   the captured boundaries and logits, and the median time of 3 runs of each.
+2. Runs the acceptance probe of the trained pair (fixtures/trained_pair.py) on the CPU in float32 and on the GPU in
+   float32 and bfloat16; prints each table's rows and checks that the GPU reaches the CPU's verdict.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -24,15 +29,18 @@ from eagle_convert.jsonstrict import load_json_object
 from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
 from fixtures.smollm2 import smollm2_checkpoint
 
+T = TypeVar("T")
 
-def _median_time(fn: object, repeat: int = 3) -> tuple[float, object]:
+
+def _median_time(fn: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
     times, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
-        result = fn()  # type: ignore[operator]
+        result = fn()
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+    assert result is not None
     return statistics.median(times), result
 
 
@@ -47,18 +55,49 @@ def main() -> int:
     capture = default_hidden_states(config.num_layers)
     cpu_time, cpu = _median_time(lambda: forward_streaming(config, weights, ids, capture=capture, device="cpu"))
     gpu_time, gpu = _median_time(lambda: forward_streaming(config, weights, ids, capture=capture, device="cuda"))
-    worst = max(float((gpu.hidden[j].cpu() - cpu.hidden[j]).norm() / cpu.hidden[j].norm()) for j in capture)  # type: ignore[attr-defined]
-    logits = float((gpu.logits.cpu() - cpu.logits).norm() / cpu.logits.norm())  # type: ignore[attr-defined]
+    worst = max(float((gpu.hidden[j].cpu() - cpu.hidden[j]).norm() / cpu.hidden[j].norm()) for j in capture)
+    logits = float((gpu.logits.cpu() - cpu.logits).norm() / cpu.logits.norm())
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).to("cuda")
     with torch.no_grad():
         hf_time, hf = _median_time(lambda: model(ids[None].to("cuda"), output_hidden_states=True))
-    hf_logits = float((hf.logits[0].cpu() - cpu.logits).norm() / cpu.logits.norm())  # type: ignore[attr-defined]
+    hf_logits = float((hf.logits[0].cpu() - cpu.logits).norm() / cpu.logits.norm())
     print(f"device: {torch.cuda.get_device_name()}; SmolLM2-135M float32, 256 tokens, median of 3")
     print(f"reference cpu {cpu_time:.3f} s, reference cuda {gpu_time:.3f} s, transformers cuda {hf_time:.3f} s")
     print(f"cuda vs cpu: boundaries {worst:.2e}, logits {logits:.2e}; transformers vs reference logits {hf_logits:.2e}")
-    return 0 if max(worst, logits, hf_logits) < 1e-3 else 1
+    parity_ok = max(worst, logits, hf_logits) < 1e-3
+    return 0 if parity_ok and probe_on(RUNS) else 1
+
+
+RUNS = (("cpu", "float32"), ("cuda", "float32"), ("cuda", "bfloat16"))
+
+
+def probe_on(runs: tuple[tuple[str, str], ...]) -> bool:
+    """The trained pair's probe on each (device, dtype), against the first run: same best reading, top-1 within 2
+    points in float32 and 5 points in bfloat16."""
+    from eagle_convert.compute import resolve
+    from eagle_convert.probe import run_probe
+    from fixtures.trained_pair import trained_pair
+
+    pair = trained_pair()
+    results = {}
+    for device, dtype in runs:
+        probe = functools.partial(run_probe, pair.draft_dir, pair.target_dir, compute=resolve(device, dtype))
+        seconds, result = _median_time(probe, repeat=1)
+        results[(device, dtype)] = result
+        print(f"probe on {result.device} {result.dtype}: {seconds:.2f} s, best reading {result.best}")
+        for row in result.rows:
+            print(f"    {row.reading:42s} top-1 {row.top1:.3f}  acceptance length {row.acceptance_length:.3f}")
+    cpu = results[runs[0]]
+    ok = True
+    for (device, dtype), result in results.items():
+        tolerance = 0.02 if dtype == "float32" else 0.05
+        same = result.best == cpu.best
+        close = all(abs(a.top1 - b.top1) <= tolerance for a, b in zip(cpu.rows, result.rows, strict=True))
+        ok &= same and close
+        print(f"{device} {dtype} vs {' '.join(runs[0])}: same best reading {same}, top-1 within {tolerance}: {close}")
+    return ok
 
 
 if __name__ == "__main__":
