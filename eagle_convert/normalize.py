@@ -99,8 +99,11 @@ def normalize_checkpoint(
     force: bool = False,
     max_shard_size: int | None = None,
     progress: Callable[[int], None] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
 ) -> NormalizeReport:
-    """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``."""
+    """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
+    ``dtype``: where ``aux_convention="auto"`` runs the target and the draft."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
     if target is not None and target_family is not None:
@@ -153,9 +156,10 @@ def normalize_checkpoint(
     if aux_convention == "auto":
         if target is None:
             raise UsageError("--aux-convention auto measures the draft against the target: pass --target DIR")
+        from eagle_convert.compute import resolve
         from eagle_convert.probe import measure_convention
 
-        aux_convention, measured = measure_convention(src, target)
+        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype))
     spec = detect(ckpt, target_cfg, aux_convention)
     family = target_cfg.family if target_cfg else target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)

@@ -368,8 +368,22 @@ def test_device_and_dtype_choices() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_cli_refuses_cuda_without_a_gpu(clean: Path) -> None:
-    result = run_cli("verify", str(clean), "--level", "forward", "--device", "cuda")
-    assert result.returncode == 2
-    assert result.stderr.startswith("Error: ") and "sees no CUDA device" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_cli_refuses_cuda_without_a_gpu(clean: Path, random_target: Path, tmp_path: Path) -> None:
+    verify = run_cli("verify", str(clean), "--level", "forward", "--device", "cuda")
+    out = tmp_path / "out"
+    normalize = run_cli(
+        "normalize",
+        str(clean),
+        str(out),
+        "--aux-convention",
+        "auto",
+        "--target",
+        str(random_target),
+        "--device",
+        "cuda",
+    )
+    for result in (verify, normalize):
+        assert result.returncode == 2
+        assert result.stderr.startswith("Error: ") and "sees no CUDA device" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not out.exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from eagle_convert.cli.compute_options import Device, Dtype
 from eagle_convert.errors import UsageError
 
 
@@ -85,6 +86,10 @@ def normalize(
     max_shard_size: str | None = typer.Option(
         None, "--max-shard-size", metavar="SIZE", help="Re-split the output into shards of at most SIZE (e.g. 5GB)."
     ),
+    device: Device = typer.Option(
+        Device.auto, "--device", help="--aux-convention auto: where the target and draft run (auto: the GPU if any)."
+    ),
+    dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--aux-convention auto: compute precision."),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
     from eagle_convert.console import progress_bar, render_normalize, stdout_console, write_json
@@ -104,6 +109,8 @@ def normalize(
             force=force,
             max_shard_size=limit,
             progress=advance,
+            device=device.value,
+            dtype=dtype.value,
         )
     if as_json:
         write_json(report.to_dict())

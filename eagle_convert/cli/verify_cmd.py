@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from eagle_convert.cli.compute_options import Device, Dtype
 from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
 
 if TYPE_CHECKING:
@@ -37,18 +38,6 @@ class FailLevel(StrEnum):
 
 class Oracle(StrEnum):
     transformers = "transformers"
-
-
-class Device(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-
-
-class Dtype(StrEnum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
 
 
 class ProbeText(StrEnum):
