@@ -156,11 +156,13 @@ def test_probe_confirms_the_trained_reading(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_probe_flags_ids_one_layer_off(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shift", [-1, 1], ids=["one-layer-earlier", "one-layer-later"])
+def test_probe_flags_ids_one_layer_off(tmp_path: Path, shift: int) -> None:
+    """-1: output-of ids written as if they were input-to (vLLM's misreading); +1: the other way round."""
     config = json.loads(
         (__import__("fixtures.trained_pair", fromlist=["x"]).trained_pair().draft_dir / "config.json").read_text()
     )
-    shifted = [i - 1 for i in config["eagle_aux_hidden_state_layer_ids"]]  # the vLLM misreading of output-of ids
+    shifted = [i + shift for i in config["eagle_aux_hidden_state_layer_ids"]]
     provenance = {**config["eagle_convert"], "hidden_state_indices": shifted}
     draft, target, ids = _pair_copy(
         tmp_path,
@@ -387,3 +389,44 @@ def test_cli_refuses_cuda_without_a_gpu(clean: Path, random_target: Path, tmp_pa
         assert result.stderr.startswith("Error: ") and "sees no CUDA device" in result.stderr
         assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_progress_bars_on_a_terminal(clean: Path, random_target: Path) -> None:
+    """On a terminal, verify --level target shows the probe's long parts as progress bars on stderr (and on a pipe,
+    as in every other test here, nothing of them)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    main, child = pty.openpty()
+    args = ["verify", str(clean), "--level", "target", "--target", str(random_target), "--probe-steps", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eagle_convert", *args, "--exit-zero", "--no-hash"],
+        stdout=subprocess.DEVNULL,
+        stderr=child,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
+    )
+    os.close(child)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # the child closed its end
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    assert proc.wait(timeout=300) == 0
+    reader.join(timeout=10)
+    os.close(main)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "generating probe text" in text and "probe: target + draft" in text and "layers" in text
+    assert "Acceptance probe" in text
