@@ -430,3 +430,26 @@ def test_progress_bars_on_a_terminal(clean: Path, random_target: Path) -> None:
     text = b"".join(chunks).decode("utf-8", "replace")
     assert "generating probe text" in text and "probe: target + draft" in text and "layers" in text
     assert "Acceptance probe" in text
+
+
+def test_target_level_runs_an_mla_draft_against_a_deepseek_target(tmp_path: Path) -> None:
+    """The Kimi/DeepSeek path end to end: a random 12-layer DeepseekV3 target written by transformers (MLA, YaRN,
+    sigmoid-routed MoE), a SpecForge MLA draft normalized against it, and the probe over packed passes."""
+    from tests.test_reference_deepseek import YARN, save_random_target, tiny
+
+    target = tmp_path / "target"
+    save_random_target(tiny(num_hidden_layers=12, vocab_size=256, rope_scaling=YARN), target)
+    src = write_layout(tmp_path / "src", LAYOUTS["specforge-mla"])
+    normalize_checkpoint(src, tmp_path / "draft", target=target)
+    ids = [list(range(5, 45)), list(range(100, 120)), list(range(200, 230))]
+    report = verify_checkpoint(tmp_path / "draft", target=target, level="target", token_ids=ids, probe_steps=2)
+    REPORT.validate(report.to_dict())
+    assert not [f for f in report.findings if f.rule_id == "EC702"], report.findings
+    probe = report.probe
+    assert probe is not None and probe["positions"] == 38 + 18 + 28 and probe["text"] == "given"
+    assert {r["reading"]: r["hidden_states"] for r in probe["rows"]} == {
+        "configured": [2, 6, 9],  # SpecForge's output-of ids [1, 5, 8]
+        "ids read as output-of (one layer later)": [3, 7, 10],
+        "ids one layer earlier": [1, 5, 8],
+        "norm_output true": [2, 6, 9],
+    }
