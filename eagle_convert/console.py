@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -264,20 +265,22 @@ def render_verify(report: VerifyReport, console: Console) -> None:
             title=f"Acceptance probe: {p['positions']} positions of {text.get(p.get('text', ''), 'text')}, "
             f"{p['steps']}-step greedy chains ({p.get('device', 'cpu')}, {p.get('dtype', 'float32')})",
             title_justify="left",
-            caption="vs configured: positions where the reading does better / worse, and the sign test's p-value",
+            caption=f"norm_output {str(p['rows'][0]['norm_output']).lower()} unless the reading says otherwise; "
+            "better/worse: positions where the reading beats / loses to the configured one; p: sign test",
             caption_justify="left",
+            box=box.SIMPLE_HEAD,
         )
-        for column in ("reading", "hidden states", "norm_output", "top-1", "acceptance length", "vs configured"):
-            probe.add_column(column)
+        probe.add_column("reading", ratio=1)
+        for column in ("hidden states", "top-1", "accept len", "better/worse"):
+            probe.add_column(column, no_wrap=True)
         for row in p["rows"]:
             configured = row["reading"] == p["configured"]
             mark = " (configured)" if configured and row["reading"] != "configured" else ""
             best = row["reading"] == p["best"]
-            versus = "" if configured else f"{row['wins']} / {row['losses']}, p {row['p_value']:.2g}"
+            versus = "" if configured else f"{row['wins']}/{row['losses']} p={row['p_value']:.0e}"
             probe.add_row(
                 Text(row["reading"] + mark, style="bold" if best else ""),
                 f"hs{row['hidden_states']}",
-                str(row["norm_output"]).lower(),
                 f"{row['top1']:.1%}",
                 f"{row['acceptance_length']:.2f}",
                 versus,
