@@ -33,7 +33,7 @@ from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import InputError, UsageError
 from eagle_convert.mapping import map_key
-from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference import eagle3_draft, fp8
 from eagle_convert.reference.llama import SafetensorsWeights
 
 MARGIN = 0.05  # an alternative must beat the configured reading's top-1 by this much to be reported
@@ -144,7 +144,7 @@ class Target:
     def __init__(self, directory: Path, compute: Compute = CPU_FLOAT32) -> None:
         self.config = TargetConfig.from_path(directory)
         raw = _raw_config(directory)
-        self.weights = SafetensorsWeights(directory)
+        self.weights = SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
         self.compute = compute
         if self.config.family == "deepseek":
             from eagle_convert.reference import deepseek

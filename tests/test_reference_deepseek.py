@@ -181,3 +181,67 @@ def test_packed_sequences_equal_separate_runs(tmp_path: Path) -> None:
         torch.testing.assert_close(packed.logits[a:b], alone.logits, rtol=1e-5, atol=1e-5)
     joined = forward_streaming(config, weights, ids)
     assert not torch.allclose(joined.logits[10:], packed.logits[10:], rtol=1e-3, atol=1e-3)
+
+
+def _quantize_fp8(w: torch.Tensor, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek's block FP8: per-block amax / 448 as the scale; returns (float8_e4m3fn weight, float32 scale_inv)."""
+    out, inp = w.shape
+    rows, cols = -(-out // block[0]), -(-inp // block[1])
+    scale = torch.zeros(rows, cols)
+    for r in range(rows):
+        for c in range(cols):
+            tile = w[r * block[0] : (r + 1) * block[0], c * block[1] : (c + 1) * block[1]]
+            scale[r, c] = tile.abs().max().clamp_min(1e-12) / 448.0
+    full = scale.repeat_interleave(block[0], 0)[:out].repeat_interleave(block[1], 1)[:, :inp]
+    return (w / full).to(torch.float8_e4m3fn), scale
+
+
+def test_block_fp8_targets_are_dequantized(tmp_path: Path) -> None:
+    """A DeepSeek-V3-style FP8 checkpoint (quant_method fp8, weight_block_size, *_scale_inv) runs as its
+    dequantized weights; FP8 without the config, or another quantization, is refused."""
+    from safetensors.torch import save_file
+
+    from eagle_convert.probe import Target
+    from eagle_convert.reference.llama import SafetensorsWeights
+
+    save_random_target(tiny(), tmp_path / "bf")
+    raw = json.loads((tmp_path / "bf" / "config.json").read_text())
+    full = safetensors_torch.load_file(tmp_path / "bf" / "model.safetensors")
+    block = (16, 24)  # 24 does not divide 64: partial blocks at the edges
+    quantized, dequantized = {}, {}
+    for name, t in full.items():
+        if name.endswith("proj.weight") and "kv_a_proj" not in name:  # like DeepSeek, leave some weights as they are
+            q, s = _quantize_fp8(t, block)
+            quantized |= {name: q, name + "_scale_inv": s}
+            full_scale = s.repeat_interleave(16, 0)[: t.shape[0]].repeat_interleave(24, 1)[:, : t.shape[1]]
+            dequantized[name] = q.float() * full_scale
+        else:
+            quantized[name] = dequantized[name] = t
+    assert sum(t.dtype == torch.float8_e4m3fn for t in quantized.values()) > 30
+    qdir = tmp_path / "fp8"
+    qdir.mkdir()
+    save_file(quantized, str(qdir / "model.safetensors"))
+    fp8_config = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [16, 24]}
+    (qdir / "config.json").write_text(json.dumps(raw | {"quantization_config": fp8_config}))
+
+    config = DeepseekConfig.from_hf(raw)
+    ids = torch.randint(0, 128, (20,), generator=torch.Generator().manual_seed(4))
+    ours = forward_streaming(config, SafetensorsWeights(qdir, block), ids, capture=[1, 3])
+    expected = forward_streaming(config, DictWeights(dequantized), ids, capture=[1, 3])
+    torch.testing.assert_close(ours.logits, expected.logits, rtol=1e-5, atol=1e-5)
+    original = forward_streaming(config, DictWeights(full), ids, capture=[1, 3]).logits
+    unscaled = {k: v.float() for k, v in quantized.items() if not k.endswith("_scale_inv")}  # FP8 read as plain floats
+    naive = forward_streaming(config, DictWeights(unscaled), ids).logits
+
+    def rel(a: torch.Tensor) -> float:
+        return float((a - original).norm() / original.norm())
+
+    assert rel(ours.logits) < 0.3 < 1.0 < rel(naive)  # FP8 rounding (and a few re-routed tokens), not garbage
+    target = Target(qdir)  # the block size comes from the config
+    torch.testing.assert_close(target.run(ids, capture=[3]).hidden[3], expected.hidden[3], rtol=1e-5, atol=1e-5)
+
+    with pytest.raises(InputError, match="is FP8"):
+        forward_streaming(config, SafetensorsWeights(qdir), ids)
+    (qdir / "config.json").write_text(json.dumps(raw | {"quantization_config": {"quant_method": "awq", "bits": 4}}))
+    with pytest.raises(ConfigError, match="quant_method 'awq'"):
+        Target(qdir)

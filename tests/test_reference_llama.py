@@ -142,6 +142,7 @@ def test_config_legacy_rope_and_text_config_nesting() -> None:
         ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, "'low_freq_factor' is missing"),
         ({"num_key_value_heads": 3}, "not a multiple"),
         ({"use_sliding_window": True}, "sliding-window"),
+        ({"quantization_config": {"quant_method": "gptq", "bits": 4}}, "quantized (quant_method 'gptq'"),
     ],
 )
 def test_config_errors(change: dict[str, Any], message: str) -> None:

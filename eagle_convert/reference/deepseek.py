@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import ConfigError, InputError
+from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
 
 
@@ -107,11 +108,7 @@ class DeepseekConfig:
                 return default
             return need(key, kind)
 
-        if "quantization_config" in cfg or "quantization_config" in raw:
-            raise ConfigError(
-                "DeepSeek target is quantized (quantization_config); the reference model reads unquantized weights",
-                hint="dequantize the checkpoint to bf16 first (e.g. DeepSeek's fp8_cast_bf16.py) and drop the key",
-            )
+        fp8.block_size(cfg.get("quantization_config") or raw.get("quantization_config"))  # refuses other schemes
         for key, allowed in (("hidden_act", "silu"), ("scoring_func", "sigmoid"), ("topk_method", "noaux_tc")):
             if cfg.get(key, allowed) != allowed:
                 raise ConfigError(
@@ -256,6 +253,8 @@ class _Loader:
         if name not in self.available:
             raise InputError(f"DeepSeek target weights have no tensor {name!r}")
         t = self.weights.get(name)
+        if t.dtype in fp8.FP8_DTYPES:
+            raise InputError(f"DeepSeek target tensor {name!r} is FP8 without its scales applied (reference/fp8.py)")
         if tuple(t.shape) != shape:
             raise InputError(f"DeepSeek target tensor {name!r} has shape {list(t.shape)}, expected {list(shape)}")
         return t.to(device=self.device, dtype=dtype or self.dtype)

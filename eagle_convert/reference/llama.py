@@ -29,6 +29,7 @@ from safetensors import safe_open
 from eagle_convert.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
 from eagle_convert.errors import ConfigError, InputError, ShardIndexError
 from eagle_convert.jsonstrict import load_json_object
+from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")
@@ -95,6 +96,7 @@ class LlamaConfig:
         if heads % kv_heads:
             msg = f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
             raise ConfigError(msg, hint=_CONFIG_HINT)
+        fp8.block_size(text.get("quantization_config") or raw.get("quantization_config"))  # refuses other schemes
         theta, llama3 = _rope(text, applied)
         attention_bias = _bool(text, "attention_bias", applied, False)
         tie_source = text if "tie_word_embeddings" in text else raw
@@ -199,10 +201,13 @@ class DictWeights:
 
 
 class SafetensorsWeights:
-    """A local checkpoint directory: ``model.safetensors.index.json`` + shards, or every ``*.safetensors`` file."""
+    """A local checkpoint directory: ``model.safetensors.index.json`` + shards, or every ``*.safetensors`` file.
 
-    def __init__(self, directory: str | Path) -> None:
+    With ``fp8_block`` (the target's ``weight_block_size``), FP8 weights come back dequantized (reference/fp8.py)."""
+
+    def __init__(self, directory: str | Path, fp8_block: tuple[int, int] | None = None) -> None:
         self.directory = Path(directory)
+        self.fp8_block = fp8_block
         self._shard_of: dict[str, str] = {}
         index = self.directory / INDEX_NAME
         if index.is_file():
@@ -235,7 +240,16 @@ class SafetensorsWeights:
             raise ShardIndexError(f"shard {shard!r} holding {name!r} does not exist", path=self.directory)
         with safe_open(str(path), framework="pt") as f:
             tensor: torch.Tensor = f.get_tensor(name)
-        return tensor
+        if tensor.dtype not in fp8.FP8_DTYPES:
+            return tensor
+        scale = name + fp8.SCALE_SUFFIX
+        if self.fp8_block is None or scale not in self._shard_of:
+            raise InputError(
+                f"tensor {name!r} is FP8, but the config declares no block quantization or {scale!r} is missing",
+                path=self.directory,
+                hint="the reference reads FP8 weights only as quant_method fp8 with weight_block_size",
+            )
+        return fp8.dequantize(tensor, self.get(scale), self.fp8_block, name)
 
 
 def layer_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -267,6 +281,8 @@ def _load(
     weights: WeightSource, name: str, shape: tuple[int, ...], device: str | torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
     t = weights.get(name)
+    if t.dtype in fp8.FP8_DTYPES:
+        raise InputError(f"tensor {name!r} is FP8 without its scales applied (reference/fp8.py)", hint=_WEIGHTS_HINT)
     if tuple(t.shape) != shape:
         raise InputError(
             f"tensor {name!r} has shape {list(t.shape)}, the config implies {list(shape)}", hint=_WEIGHTS_HINT
