@@ -124,7 +124,9 @@ def probe_findings(
     configured = result.row(result.configured)
     best = result.row(result.best)
     pointer = "/eagle_aux_hidden_state_layer_ids"
-    if best.reading != configured.reading and clearly_better(best, configured, best.p_value):
+    winners = [r for r in result.rows if r is not configured and clearly_better(r, configured, r.p_value)]
+    if winners:
+        best = max(winners, key=lambda r: (r.top1 + r.acceptance_length, r.top1))
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(
@@ -133,8 +135,10 @@ def probe_findings(
                     "info" if rule == "EC713" else "error",
                     f"the draft matches the target's next token {best.top1:.0%} of the time when it reads "
                     f"{best.reading} (hs{best.hidden_states}, norm_output {best.norm_output}) but "
-                    f"{configured.top1:.0%} as configured (hs{configured.hidden_states}): the config does not "
-                    "describe how the draft was trained",
+                    f"{configured.top1:.0%} as configured (hs{configured.hidden_states}; acceptance length "
+                    f"{best.acceptance_length:.2f} against {configured.acceptance_length:.2f}, better at "
+                    f"{best.wins} positions and worse at {best.losses}, sign test p = {best.p_value:.1e}): the "
+                    "config does not describe how the draft was trained",
                     "config.json",
                     pointer,
                     expected={"hidden_states": best.hidden_states, "norm_output": best.norm_output},
