@@ -453,3 +453,17 @@ def test_target_level_runs_an_mla_draft_against_a_deepseek_target(tmp_path: Path
         "ids one layer earlier": [1, 5, 8],
         "norm_output true": [2, 6, 9],
     }
+
+
+def test_probe_runs_against_a_qwen3_moe_target(clean: Path, tmp_path: Path) -> None:
+    """A Qwen3-MoE target (the Qwen3-30B-A3B / 235B-A22B architecture) written by transformers, at the fixtures'
+    sizes (12 layers, hidden 64, vocab 256): the probe runs it with its experts and reports every reading."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    raw = {k: v for k, v in TARGETS["target-llama"].items() if k not in ("architectures", "model_type")}
+    torch.manual_seed(0)
+    moe = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+    Qwen3MoeForCausalLM(Qwen3MoeConfig(**raw, head_dim=16, **moe)).save_pretrained(tmp_path / "target")
+    result = run_probe(clean, tmp_path / "target", token_ids=[list(range(3, 40)), list(range(50, 70))], steps=2)
+    assert result.positions == 35 + 18 and result.row("configured").hidden_states == [2, 6, 9]
+    assert len(result.rows) == 4 and all(0.0 <= r.top1 <= 1.0 for r in result.rows)

@@ -267,3 +267,67 @@ def test_packed_sequences_equal_separate_runs(case: str) -> None:
     assert not torch.allclose(joined.logits[7:8], packed.logits[7:8], rtol=1e-3, atol=1e-3)
     with pytest.raises(InputError, match="must be positive and add up"):
         forward_streaming(config, weights, ids, lengths=[T - 1])
+
+
+def _qwen3_moe(tmp_path: Path, **extra: Any) -> tuple[Any, Path]:
+    """A tiny Qwen3MoeForCausalLM saved by transformers (per-expert tensor names on disk, as released checkpoints)."""
+    torch.manual_seed(0)
+    settings = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+    config = transformers.Qwen3MoeConfig(**TINY, head_dim=24, **(settings | extra))
+    model = transformers.Qwen3MoeForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in name else 0.0))
+            elif "gate.weight" in name:  # a router that prefers some experts: routing matters
+                p.copy_(torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    return model, tmp_path
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"mlp_only_layers": [0, 2]}, {"decoder_sparse_step": 2, "norm_topk_prob": False}],
+    ids=["all-sparse", "mlp-only-layers", "sparse-step"],
+)
+def test_qwen3_moe_parity_with_transformers(extra: dict[str, Any], tmp_path: Path) -> None:
+    model, directory = _qwen3_moe(tmp_path, **extra)
+    config = LlamaConfig.from_hf(json.loads((directory / "config.json").read_text()))
+    assert config.moe is not None and config.qk_norm
+    dense = set(range(N_LAYERS)) - config.moe.sparse_layers
+    assert dense == set(extra.get("mlp_only_layers", [])) | ({0, 2} if extra.get("decoder_sparse_step") else set())
+    weights = SafetensorsWeights(directory)
+    assert "model.layers.1.mlp.experts.7.down_proj.weight" in weights.names()
+    ids = _input_ids()
+    hf_hidden, hf_logits, hf_last_raw = hf_forward(model, ids)
+    ours = forward_streaming(config, weights, ids, capture=range(N_LAYERS + 1), lengths=[10, T - 10])
+    first, _, _ = hf_forward(model, ids[:10])
+    second_hidden, second_logits, _ = hf_forward(model, ids[10:])
+    torch.testing.assert_close(ours.logits[:10], first[N_LAYERS] @ model.lm_head.weight.T, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ours.logits[10:], second_logits, rtol=1e-5, atol=1e-5)
+    for j in range(N_LAYERS):
+        torch.testing.assert_close(ours.hidden[j][10:], second_hidden[j], rtol=1e-5, atol=1e-5)
+    alone = forward_streaming(config, weights, ids, capture=[N_LAYERS])  # one sequence: the whole of HF's run
+    torch.testing.assert_close(alone.hidden[N_LAYERS], hf_last_raw, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(alone.logits, hf_logits, rtol=1e-5, atol=1e-5)
+    assert len(hf_hidden) == N_LAYERS + 1
+
+
+def test_qwen3_moe_reads_only_routed_experts(tmp_path: Path) -> None:
+    _, directory = _qwen3_moe(tmp_path)
+    config = LlamaConfig.from_hf(json.loads((directory / "config.json").read_text()))
+    source = _Recording(SafetensorsWeights(directory))
+    names: list[str] = []
+    inner_get = source.get
+
+    def get(name: str) -> torch.Tensor:
+        names.append(name)
+        return inner_get(name)
+
+    source.get = get  # type: ignore[method-assign]
+    forward_streaming(config, source, torch.tensor([3, 3, 3]), capture=[])  # one token id: few experts routed
+    experts = {n.rsplit(".", 3)[0] for n in names if ".experts." in n}
+    assert 0 < len(experts) <= 3 * 2 * N_LAYERS < 8 * N_LAYERS
+    assert all(r() is None for refs in source.alive.values() for r in refs)
+    with pytest.raises(ConfigError, match="num_experts_per_tok 9 exceeds num_experts 8"):
+        LlamaConfig.from_hf(json.loads((directory / "config.json").read_text()) | {"num_experts_per_tok": 9})

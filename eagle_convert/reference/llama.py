@@ -1,9 +1,10 @@
-"""Reference Llama-family **target** model, run layer by layer: Llama 3.x, Qwen2 and Qwen3 (dense, GQA, SwiGLU).
+"""Reference Llama-family **target** model, run layer by layer: Llama 3.x, Qwen2, Qwen3 and Qwen3-MoE (GQA, SwiGLU).
 
-Matches transformers' ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``Qwen3ForCausalLM`` (full causal attention,
-no KV cache; several sequences run packed end to end): default RoPE and Llama 3 ``rope_scaling``
-(``rope_type: llama3``), q/k/v biases (Qwen2, or ``attention_bias``), per-head ``q_norm``/``k_norm`` before RoPE with
-an explicit ``head_dim`` (Qwen3), tied embeddings.
+Matches transformers' ``LlamaForCausalLM``, ``Qwen2ForCausalLM``, ``Qwen3ForCausalLM`` and ``Qwen3MoeForCausalLM``
+(full causal attention, no KV cache; several sequences run packed end to end): default RoPE and Llama 3
+``rope_scaling`` (``rope_type: llama3``), q/k/v biases (Qwen2, or ``attention_bias``), per-head ``q_norm``/``k_norm``
+before RoPE with an explicit ``head_dim`` (Qwen3), tied embeddings, and Qwen3-MoE's softmax-routed top-k experts
+(read one at a time, only those some token was routed to).
 Tested for parity against transformers in ``tests/test_reference_llama.py``.
 
 Boundary ``j`` (0..N) is the input of decoder layer ``j``: boundary 0 is the embeddings, boundary ``j < N`` equals
@@ -32,7 +33,7 @@ from eagle_convert.jsonstrict import load_json_object
 from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
 
-MODEL_TYPES = ("llama", "qwen2", "qwen3")
+MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe")
 _CONFIG_HINT = "fix the target's config.json (a Llama, Qwen2 or Qwen3 text model config)"
 _WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
 
@@ -48,6 +49,18 @@ class Llama3RopeScaling:
     low_freq_factor: float
     high_freq_factor: float
     original_max_position_embeddings: int
+
+
+@dataclass(frozen=True)
+class MoeSettings:
+    """Qwen3-MoE's sparse MLP: a softmax router over E experts, top-k per token (renormalised when
+    ``norm_topk_prob``), each expert a SwiGLU MLP of ``intermediate_size``; the other layers keep the dense MLP."""
+
+    num_experts: int  # E
+    top_k: int  # k
+    intermediate_size: int  # Ie
+    norm_topk_prob: bool
+    sparse_layers: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ class LlamaConfig:
     qk_norm: bool
     tie_word_embeddings: bool
     defaults: tuple[str, ...] = ()  # every default applied, as "key=value"
+    moe: MoeSettings | None = None  # Qwen3-MoE only
 
     @classmethod
     def from_hf(cls, raw: Mapping[str, Any]) -> LlamaConfig:
@@ -88,7 +102,7 @@ class LlamaConfig:
             raise ConfigError("sliding-window attention is not supported by the reference model", hint=_CONFIG_HINT)
         applied: list[str] = []
         hidden, heads = _int(text, "hidden_size", applied), _int(text, "num_attention_heads", applied)
-        if model_type == "qwen3":  # HF's Qwen3 default (128) is not H // nh: never guess it
+        if model_type.startswith("qwen3"):  # HF's Qwen3 default (128) is not H // nh: never guess it
             head_dim = _int(text, "head_dim", applied)
         else:
             head_dim = _int(text, "head_dim", applied, hidden // heads if hidden % heads == 0 else None)
@@ -100,12 +114,13 @@ class LlamaConfig:
         theta, llama3 = _rope(text, applied)
         attention_bias = _bool(text, "attention_bias", applied, False)
         tie_source = text if "tie_word_embeddings" in text else raw
+        layers = _int(text, "num_hidden_layers", applied)
         return cls(
             model_type=model_type,
             vocab_size=_int(text, "vocab_size", applied),
             hidden_size=hidden,
             intermediate_size=_int(text, "intermediate_size", applied),
-            num_layers=_int(text, "num_hidden_layers", applied),
+            num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
@@ -115,10 +130,31 @@ class LlamaConfig:
             qkv_bias=model_type == "qwen2" or attention_bias,  # Qwen2 always has q/k/v biases and no o_proj bias
             o_bias=model_type != "qwen2" and attention_bias,
             mlp_bias=_bool(text, "mlp_bias", applied, False),
-            qk_norm=model_type == "qwen3",
+            qk_norm=model_type.startswith("qwen3"),
             tie_word_embeddings=_bool(tie_source, "tie_word_embeddings", applied, False),
             defaults=tuple(applied),
+            moe=_moe(text, layers, applied) if model_type == "qwen3_moe" else None,
         )
+
+
+def _moe(text: Mapping[str, Any], layers: int, applied: list[str]) -> MoeSettings:
+    """Qwen3-MoE: layer i is sparse unless listed in ``mlp_only_layers`` or (i + 1) % ``decoder_sparse_step`` != 0."""
+    key = "num_experts" if "num_experts" in text else "num_local_experts"  # released configs; transformers 5 writes
+    experts = _int(text, key, applied)
+    dense = _value(text, "mlp_only_layers", applied, [])
+    if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
+        raise ConfigError("mlp_only_layers must be a list of layer indices", hint=_CONFIG_HINT)
+    step = _int(text, "decoder_sparse_step", applied, 1)
+    top_k = _int(text, "num_experts_per_tok", applied)
+    if top_k > experts:
+        raise ConfigError(f"num_experts_per_tok {top_k} exceeds num_experts {experts}", hint=_CONFIG_HINT)
+    return MoeSettings(
+        num_experts=experts,
+        top_k=top_k,
+        intermediate_size=_int(text, "moe_intermediate_size", applied),
+        norm_topk_prob=_bool(text, "norm_topk_prob", applied, False),
+        sparse_layers=frozenset(i for i in range(layers) if i not in dense and (i + 1) % step == 0),
+    )
 
 
 def _rope(text: Mapping[str, Any], applied: list[str]) -> tuple[float, Llama3RopeScaling | None]:
@@ -252,8 +288,9 @@ class SafetensorsWeights:
         return fp8.dequantize(tensor, self.get(scale), self.fp8_block, name)
 
 
-def layer_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
-    """One decoder layer's tensors: HF name after ``model.layers.{i}.`` -> shape."""
+def layer_shapes(cfg: LlamaConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
+    """Decoder layer ``layer``'s tensors read up front: HF name after ``model.layers.{i}.`` -> shape (a sparse MoE
+    layer lists its router; its experts are read when tokens are routed to them, see :func:`expert_shapes`)."""
     h, i, q, kv = cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
     shapes: dict[str, tuple[int, ...]] = {
         "input_layernorm.weight": (h,),
@@ -274,7 +311,17 @@ def layer_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
         shapes |= {"mlp.gate_proj.bias": (i,), "mlp.up_proj.bias": (i,), "mlp.down_proj.bias": (h,)}
     if cfg.qk_norm:
         shapes |= {"self_attn.q_norm.weight": (cfg.head_dim,), "self_attn.k_norm.weight": (cfg.head_dim,)}
+    if cfg.moe is not None and layer in cfg.moe.sparse_layers:
+        for name in ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"):
+            del shapes[name]
+        shapes["mlp.gate.weight"] = (cfg.moe.num_experts, h)
     return shapes
+
+
+def expert_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """One Qwen3-MoE expert's tensors: name after ``model.layers.{i}.mlp.experts.{e}.`` -> shape."""
+    h, i = cfg.hidden_size, cfg.moe.intermediate_size if cfg.moe else 0
+    return {"gate_proj.weight": (i, h), "up_proj.weight": (i, h), "down_proj.weight": (h, i)}
 
 
 def _load(
@@ -293,7 +340,21 @@ def _load(
 def _load_layer(
     cfg: LlamaConfig, weights: WeightSource, i: int, device: str | torch.device, dtype: torch.dtype
 ) -> dict[str, torch.Tensor]:
-    return {k: _load(weights, f"model.layers.{i}.{k}", s, device, dtype) for k, s in layer_shapes(cfg).items()}
+    return {k: _load(weights, f"model.layers.{i}.{k}", s, device, dtype) for k, s in layer_shapes(cfg, i).items()}
+
+
+Experts = Callable[[int], Mapping[str, torch.Tensor]]
+"""Expert ``e`` of the layer at hand, read when asked for, under the dense MLP's names (``mlp.gate_proj.weight``...)."""
+
+
+def _expert_loader(
+    cfg: LlamaConfig, weights: WeightSource, i: int, device: str | torch.device, dtype: torch.dtype
+) -> Experts:
+    def load(e: int) -> dict[str, torch.Tensor]:
+        p = f"model.layers.{i}.mlp.experts.{e}."
+        return {f"mlp.{k}": _load(weights, p + k, s, device, dtype) for k, s in expert_shapes(cfg).items()}
+
+    return load
 
 
 # ---------------------------------------------------------------------------------------------------- model
@@ -379,6 +440,24 @@ def mlp(x: torch.Tensor, w: Mapping[str, torch.Tensor]) -> torch.Tensor:
     return _linear(F.silu(_linear(x, w, "mlp.gate_proj")) * _linear(x, w, "mlp.up_proj"), w, "mlp.down_proj")
 
 
+def sparse_mlp(cfg: LlamaConfig, x: torch.Tensor, w: Mapping[str, torch.Tensor], experts: Experts) -> torch.Tensor:
+    """Qwen3-MoE: ``sum_k p_k * expert_{id_k}(x)`` with ``p = softmax(router(x))`` (fp32) over the top-k experts,
+    renormalised when ``norm_topk_prob``; experts read one at a time, only those some token was routed to."""
+    moe = cfg.moe
+    assert moe is not None  # a sparse layer exists only with MoE settings
+    probs = torch.softmax(F.linear(x, w["mlp.gate.weight"]), dim=-1, dtype=torch.float32)  # [T, E]
+    top, ids = probs.topk(moe.top_k, dim=-1)  # [T, k]
+    if moe.norm_topk_prob:
+        top = top / top.sum(-1, keepdim=True)
+    top = top.to(x.dtype)
+    out = torch.zeros_like(x)
+    for e in torch.unique(ids).tolist():  # ascending, like HF
+        token, slot = torch.where(ids == e)  # the tokens routed to e, and in which of their k slots
+        y = mlp(x[token], experts(e))  # [tokens routed to e, H]
+        out.index_add_(0, token, (y * top[token, slot, None]).to(x.dtype))
+    return out
+
+
 def decoder_layer(
     cfg: LlamaConfig,
     x: torch.Tensor,
@@ -386,10 +465,14 @@ def decoder_layer(
     cos: torch.Tensor,
     sin: torch.Tensor,
     segments: Sequence[tuple[int, int]],
+    experts: Experts | None = None,
 ) -> torch.Tensor:
-    """Pre-norm block: ``h = x + attn(norm(x))``; ``out = h + mlp(norm(h))``."""
+    """Pre-norm block: ``h = x + attn(norm(x))``; ``out = h + mlp(norm(h))`` (sparse on Qwen3-MoE's MoE layers)."""
     h = x + attention(cfg, rms_norm(x, w["input_layernorm.weight"], cfg.rms_norm_eps), w, cos, sin, segments)
-    return h + mlp(rms_norm(h, w["post_attention_layernorm.weight"], cfg.rms_norm_eps), w)
+    y = rms_norm(h, w["post_attention_layernorm.weight"], cfg.rms_norm_eps)
+    if "mlp.gate.weight" in w and experts is not None:
+        return h + sparse_mlp(cfg, y, w, experts)
+    return h + mlp(y, w)
 
 
 @dataclass(frozen=True)
@@ -431,7 +514,7 @@ def forward_streaming(
         if i in wanted:
             hidden[i] = x
         w = _load_layer(cfg, weights, i, device, dtype)
-        x = decoder_layer(cfg, x, w, cos, sin, packed.segments)
+        x = decoder_layer(cfg, x, w, cos, sin, packed.segments, _expert_loader(cfg, weights, i, device, dtype))
         del w  # layer i freed before layer i + 1 is read
         if on_layer is not None:
             on_layer(i)
