@@ -18,7 +18,6 @@ is exact on any text.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -35,8 +34,10 @@ from eagle_convert.errors import InputError, UsageError
 from eagle_convert.mapping import map_key
 from eagle_convert.reference import eagle3_draft, fp8
 from eagle_convert.reference.llama import SafetensorsWeights
+from eagle_convert.reference.packing import segments
 
 MARGIN = 0.05  # an alternative must beat the configured reading's top-1 by this much to be reported
+ACCEPTANCE_MARGIN = 0.1  # ... or its expected acceptance length by this many tokens
 ALPHA = 0.01  # ... and the paired sign test must call the difference real at this level
 # Default probe text: the target's own continuations of one random token each, sampled at temperature 1 (seeded):
 # contexts from the target's own distribution, more varied than greedy text, which tells readings apart far better
@@ -194,13 +195,11 @@ class Target:
 
     def run_packed(
         self, sequences: Sequence[Sequence[int]], group: list[int], capture: Iterable[int], tick: Callable[[int], None]
-    ) -> tuple[Any, list[tuple[int, int]]]:
+    ) -> tuple[Any, tuple[tuple[int, int], ...]]:
         """One packed pass over ``sequences[i]`` for i in ``group``: (output, each sequence's (start, stop))."""
         lengths = [len(sequences[i]) for i in group]
         ids = torch.tensor([t for i in group for t in sequences[i]], dtype=torch.int64)
-        ends = list(itertools.accumulate(lengths))
-        spans = [(end - n, end) for end, n in zip(ends, lengths, strict=True)]
-        return self.run(ids, capture, lengths=lengths, on_layer=tick), spans
+        return self.run(ids, capture, lengths=lengths, on_layer=tick), segments(lengths)
 
     def embedding(self) -> torch.Tensor:
         name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
@@ -293,9 +292,6 @@ def measure_convention(
             hint="pass --aux-convention output-of or input-to, or probe with more text",
         )
     return winner.reading, evidence
-
-
-ACCEPTANCE_MARGIN = 0.1  # tokens of expected acceptance length
 
 
 def clearly_better(a: ProbeRow, b: ProbeRow, p_value: float) -> bool:

@@ -465,12 +465,12 @@ def decoder_layer(
     cos: torch.Tensor,
     sin: torch.Tensor,
     segments: Sequence[tuple[int, int]],
-    experts: Experts | None = None,
+    experts: Experts,
 ) -> torch.Tensor:
     """Pre-norm block: ``h = x + attn(norm(x))``; ``out = h + mlp(norm(h))`` (sparse on Qwen3-MoE's MoE layers)."""
     h = x + attention(cfg, rms_norm(x, w["input_layernorm.weight"], cfg.rms_norm_eps), w, cos, sin, segments)
     y = rms_norm(h, w["post_attention_layernorm.weight"], cfg.rms_norm_eps)
-    if "mlp.gate.weight" in w and experts is not None:
+    if "mlp.gate.weight" in w:  # a sparse layer (layer_shapes lists its router)
         return h + sparse_mlp(cfg, y, w, experts)
     return h + mlp(y, w)
 

@@ -35,9 +35,14 @@ def pack(input_ids: torch.Tensor, lengths: Sequence[int] | None, vocab: int, dev
     sizes = [ids.numel()] if lengths is None else [int(n) for n in lengths]
     if any(n < 1 for n in sizes) or sum(sizes) != ids.numel():
         raise InputError(f"sequence lengths {sizes} must be positive and add up to the {ids.numel()} tokens")
-    segments, start = [], 0
-    for n in sizes:
-        segments.append((start, start + n))
-        start += n
     positions = torch.cat([torch.arange(n) for n in sizes])  # [T]: 0..n-1 per sequence
-    return Packed(ids.to(device), positions, tuple(segments))
+    return Packed(ids.to(device), positions, segments(sizes))
+
+
+def segments(lengths: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """``(start, stop)`` of each sequence packed end to end."""
+    out, start = [], 0
+    for n in lengths:
+        out.append((start, start + n))
+        start += n
+    return tuple(out)
