@@ -1,4 +1,4 @@
-"""Detection on every real trainer config in shared/, paired with header-only weights of its real shapes."""
+"""Detection on every vendored real trainer config, paired with header-only weights of its real shapes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from eagle_convert.inspect_api import inspect_checkpoint
-from fixtures.real import SHARED, real_config_paths, write_real_checkpoint
+from fixtures.real import REAL_CONFIGS, real_config_paths, write_real_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
@@ -66,8 +66,8 @@ EXPECTED: dict[str, dict[str, object]] = {
 }
 
 
-def test_the_shared_configs_are_there() -> None:
-    assert len(PATHS) >= 90, SHARED
+def test_the_vendored_configs_are_there() -> None:
+    assert len(PATHS) >= 90, REAL_CONFIGS
     assert set(EXPECTED) <= {p.name for p in PATHS}
 
 
@@ -82,7 +82,7 @@ def test_real_config_inspects_without_crash(tmp_path: Path, config: Path) -> Non
         sizes = {t["name"]: t["shape"] for t in doc["tensors"]["items"]}
         hidden = raw.get("hidden_size")
         assert sizes["norm.weight"] == [hidden]
-    expected = EXPECTED.get(config.name if config.parent == SHARED else "", {})
+    expected = EXPECTED.get(config.name if config.parent == REAL_CONFIGS else "", {})
     fields = {
         "producer": doc["format"]["producer"],
         "attention": doc["attention"],
