@@ -17,6 +17,7 @@ from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec
 from eagle_convert.errors import InputError
 from eagle_convert.expected import Expected
+from eagle_convert.findings import ENGINE_NAMES
 from eagle_convert.mapping import map_key
 from eagle_convert.rules import RULES
 from eagle_convert.safetensors_header import FLOAT_DTYPES, INT_DTYPES
@@ -250,7 +251,7 @@ def _ids_in_range(ctx: Context) -> list[VerifyFinding]:
             out.append(
                 cfg_finding(
                     "EC105",
-                    f"{engine} would select hs{picked}; {bad} are outside hs[1..{top}] it "
+                    f"{ENGINE_NAMES.get(engine, engine)} would select hs{picked}; {bad} are outside hs[1..{top}] it "
                     f"can capture from a {n}-layer target",
                     key,
                     expected=f"1..{top}",
@@ -649,12 +650,16 @@ def _target_hidden_size(ctx: Context) -> list[VerifyFinding]:
     return []
 
 
+def null_typed_fields(cfg: dict[str, Any]) -> list[str]:
+    """The typed config fields present with a null value (a template config, a botched export)."""
+    return [key for key in TYPED_FIELDS if key in cfg and cfg[key] is None]
+
+
 @check("EC502")
 def _typed_null(ctx: Context) -> list[VerifyFinding]:
     return [
         cfg_finding("EC502", f"{key} is null; typed config classes reject it", key, actual=None)
-        for key in TYPED_FIELDS
-        if key in ctx.cfg and ctx.cfg[key] is None
+        for key in null_typed_fields(ctx.cfg)
     ]
 
 

@@ -5,30 +5,48 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eagle_convert.findings import Finding
+from eagle_convert.findings import ENGINE_NAMES, Finding
 from eagle_convert.inspect_api import InspectReport
 from eagle_convert.normalize import NormalizeReport
-from eagle_convert.verify_report import VerifyReport
+from eagle_convert.rules import RULES
+from eagle_convert.verify_report import TENSOR_VALUES, VerifyReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+UNWRAPPED = 100_000  # the width of a stream that is not a terminal: one line per row, greppable, never wrapped
+
+
+def _console(stream: TextIO) -> Console:
+    """A terminal's width; COLUMNS when set; otherwise (a pipe, a file) no wrapping at all."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        width: int | None = int(os.environ["COLUMNS"])
+    else:
+        width = None if stream.isatty() else UNWRAPPED
+    return Console(file=stream, highlight=False, width=width)
+
+
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False)
+    return _console(sys.stderr)
 
 
 def stdout_console() -> Console:
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    return Console(file=sys.stdout, highlight=False, width=width)
+    return _console(sys.stdout)
+
+
+def plain(value: object) -> str:
+    """A value as people read it in this tool's output: JSON's true/false/null, not Python's True/False/None."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
 
 
 def write_json(doc: dict[str, Any]) -> None:
@@ -37,6 +55,23 @@ def write_json(doc: dict[str, Any]) -> None:
 
 def write_json_value(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
+    """With ``--json``, bad input still gives one JSON object on stdout (schemas/error.schema.json), as
+    ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
+    from eagle_convert import __version__
+    from eagle_convert.errors import EagleConvertError
+
+    try:
+        yield
+    except EagleConvertError as exc:
+        if enabled:
+            error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+            doc = {"schema_version": 1, "tool_version": __version__, "command": command, "path": str(path)}
+            write_json({**doc, "status": "error", "error": error})
+        raise
 
 
 def _human_bytes(n: int) -> str:
@@ -56,7 +91,7 @@ def _kv_table(title: str) -> Table:
 
 
 def _row(table: Table, key: str, value: object) -> None:
-    table.add_row(key, Text("-" if value is None else str(value)))
+    table.add_row(key, Text("-" if value is None else plain(value)))
 
 
 def render_findings(console: Console, findings: list[Finding]) -> None:
@@ -68,13 +103,43 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
     table.add_column("severity", no_wrap=True)
     table.add_column("message", overflow="fold")
     for f in findings:
-        table.add_row(f.rule_id, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), Text(f.message))
+        table.add_row(
+            _rule_cell(f.rule_id),
+            Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
+            _message(f.rule_id, f.message),
+        )
     console.print(table)
+    _fixable_footer(console, [f.rule_id for f in findings])
+
+
+def _rule_cell(rule_id: str) -> Text:
+    """The rule id, marked ``[*]`` when ``eagle-convert normalize`` fixes it (as ruff marks fixable findings)."""
+    return Text(rule_id + (" [*]" if RULES.get(rule_id) and RULES[rule_id].fixable else ""))
+
+
+def _message(rule_id: str, message: str) -> Text:
+    """The finding's message, then what to do about it (the rule's fix) for errors and warnings."""
+    rule = RULES.get(rule_id)
+    text = Text(message)
+    if rule is not None and rule.fix:
+        text.append(f"\nfix: {rule.fix}", style="dim")
+    return text
+
+
+def _fixable_footer(console: Console, rule_ids: list[str]) -> None:
+    fixable = sorted({r for r in rule_ids if r in RULES and RULES[r].fixable})
+    if fixable:
+        console.print(
+            Text(
+                f"[*] {len(fixable)} rule(s) fixed by `eagle-convert normalize SRC OUT`: {', '.join(fixable)}; "
+                f"`eagle-convert rule {fixable[0]}` tells how."
+            )
+        )
 
 
 def render_inspect(report: InspectReport, console: Console) -> None:
     doc = report.to_dict()
-    fmt, aux, vocab, tensors = doc["format"], doc["aux_layers"], doc["vocab"], doc["tensors"]
+    fmt = doc["format"]
 
     overview = _kv_table(f"Draft checkpoint {report.path}")
     _row(overview, "producer", f"{fmt['producer']} ({fmt['confidence']} confidence)")
@@ -84,17 +149,27 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     _row(
         overview,
         "weights",
-        f"{fmt['weight_format']}, {len(fmt['shards'])} file(s)" + (", sharded" if fmt["sharded"] else ""),
+        f"{fmt['weight_format']}, {len(fmt['shards']) or len(fmt['pickle_files'])} file(s)"
+        + (", sharded" if fmt["sharded"] else "")
+        + (f" ({', '.join(fmt['pickle_files'])}, not read)" if fmt["weight_format"] == "pickle" else ""),
     )
     _row(overview, "layer prefix", fmt["layer_prefix"])
-    _row(overview, "draft layers", fmt["num_draft_layers"])
+    _row(overview, "draft layers", fmt["num_draft_layers"] or "unknown (no layer tensors, no num_hidden_layers)")
     _row(overview, "attention", f"{doc['attention'].upper()} ({doc['attention_evidence']})")
     _row(overview, "EAGLE version", doc["eagle_version"] + ("  [MoE draft]" if doc["moe"] else ""))
     for name, value in doc["flags"].items():
         _row(overview, name, f"{str(value).lower()} ({doc['flag_sources'][name]})")
     console.print(overview)
     console.print()
+    if doc["eagle_version"] != "eagle1":  # EAGLE-1/2 drafts read no aux hidden states
+        _render_aux(doc, console)
+    _render_dims(doc, console)
+    _render_tensors(doc, console)
+    render_findings(console, report.findings)
 
+
+def _render_aux(doc: dict[str, Any], console: Console) -> None:
+    aux = doc["aux_layers"]
     layers = _kv_table("Aux-layer ids")
     _row(layers, "ids", aux["ids"])
     _row(layers, "location", aux["location"])
@@ -106,7 +181,7 @@ def render_inspect(report: InspectReport, console: Console) -> None:
         _row(layers, f"if {convention}", f"hs{picked}")
     for engine, read in aux["engines"].items():
         picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] else "needs the target's N"
-        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
+        _row(layers, ENGINE_NAMES.get(engine, engine), f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
     target = doc["target"]
     _row(
         layers,
@@ -117,21 +192,31 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     console.print(layers)
     console.print()
 
+
+def _render_dims(doc: dict[str, Any], console: Console) -> None:
+    vocab = doc["vocab"]
+    mla = doc["attention"] == "mla"
     dims = _kv_table("Dimensions and vocabulary")
     for key, value in doc["dims"].items():
+        if key == "head_dim" and mla and not doc["dims"]["head_dim_explicit"]:
+            continue  # hidden_size / heads means nothing for MLA: its head dims are the qk_*/v_head_dim rows
         if value is not None and key != "draft_vocab_size_key":
             _row(dims, key, value)
     _row(dims, "target_hidden_size (effective)", doc["target_hidden_size"])
     _row(
         dims,
         "vocab",
-        f"V={vocab['vocab_size']}, Vd={vocab['draft_vocab_size']} "
-        f"(draft_vocab_size {vocab['draft_vocab_size_key']}), d2t={vocab['has_d2t']}, t2d={vocab['has_t2d']}, "
-        f"lm_head={vocab['has_lm_head']}, embed_tokens={vocab['has_embed_tokens']}",
+        f"V={plain(vocab['vocab_size'])}, Vd={plain(vocab['draft_vocab_size'])} "
+        f"(draft_vocab_size {vocab['draft_vocab_size_key']}), d2t={plain(vocab['has_d2t'])}, "
+        f"t2d={plain(vocab['has_t2d'])}, lm_head={plain(vocab['has_lm_head'])}, "
+        f"embed_tokens={plain(vocab['has_embed_tokens'])}",
     )
     console.print(dims)
     console.print()
 
+
+def _render_tensors(doc: dict[str, Any], console: Console) -> None:
+    tensors = doc["tensors"]
     if tensors["count"]:
         table = Table(
             title=f"Tensors: {tensors['count']}, {_human_bytes(tensors['total_bytes'])}", title_justify="left"
@@ -144,7 +229,6 @@ def render_inspect(report: InspectReport, console: Console) -> None:
             table.add_row(Text(g["group"]), str(g["count"]), ", ".join(g["dtypes"]), _human_bytes(g["bytes"]))
         console.print(table)
         console.print()
-    render_findings(console, report.findings)
 
 
 def render_error(message: str, hint: str | None) -> None:
@@ -154,11 +238,59 @@ def render_error(message: str, hint: str | None) -> None:
         sys.stderr.write(f"Hint: {hint}\n")
 
 
+PLAIN_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
+_UNITS = {TENSOR_VALUES: "tensors"}  # anything else reported as (what, done, total) counts target layers
+
+
+class PlainProgress:
+    """Progress as plain lines on a stream that is not a terminal (a CI log, a file): a line every ``interval``
+    seconds while a piece of work runs, and its last line when it ends; work quicker than that prints nothing."""
+
+    def __init__(self, stream: TextIO, interval: float = PLAIN_INTERVAL) -> None:
+        self.stream, self.interval = stream, interval
+        self.started: dict[str, float] = {}
+        self.printed: set[str] = set()
+        self.last = time.monotonic()
+
+    def line(self, what: str, text: str, *, last: bool) -> None:
+        now = time.monotonic()
+        start = self.started.setdefault(what, now)
+        if now - self.last >= self.interval or (last and what in self.printed):
+            self.last = now
+            self.printed.add(what)
+            self.stream.write(f"{what}: {text} ({_clock(now - start)} elapsed)\n")
+            self.stream.flush()
+
+    def steps(self, what: str, done: int, total: int) -> None:
+        self.line(what, f"{done}/{total} {_UNITS.get(what, 'layers')}", last=done >= total)
+
+    def bytes(self, what: str, done: int, total: int | None) -> None:
+        of = f" of {_human_bytes(total)} ({done / total:.0%})" if total else ""
+        self.line(what, f"{_human_bytes(done)}{of}", last=total is not None and done >= total)
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
 @contextmanager
-def progress_bar(enabled: bool, label: str = "writing") -> Iterator[Callable[[int], None] | None]:
-    """A bytes progress bar on stderr (only on a terminal); yields the callback to advance it."""
+def progress_bar(
+    enabled: bool, label: str = "writing", total: int | None = None
+) -> Iterator[Callable[[int], None] | None]:
+    """Bytes progress on stderr, ``total`` bytes when known: a bar on a terminal, plain periodic lines otherwise
+    (the first after ``PLAIN_INTERVAL`` seconds, so quick work prints nothing). Yields the callback to advance it."""
     if not enabled:
         yield None
+        return
+    if not sys.stderr.isatty():
+        plain, done = PlainProgress(sys.stderr), [0]
+
+        def advance(n: int) -> None:
+            done[0] += n
+            plain.bytes(label, done[0], total)
+
+        yield advance
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
@@ -170,16 +302,19 @@ def progress_bar(enabled: bool, label: str = "writing") -> Iterator[Callable[[in
         console=Console(file=sys.stderr),
         transient=True,
     ) as bar:
-        task = bar.add_task("write", total=None)
+        task = bar.add_task("write", total=total)
         yield lambda n: bar.advance(task, n)
 
 
 @contextmanager
 def steps_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A progress bar on stderr (only on a terminal) for long computations reported as ``(what, done, total)``:
-    one bar per ``what``, counting its units (the probe's target layers) with elapsed and remaining time."""
+    """Progress on stderr for long computations reported as ``(what, done, total)``: on a terminal one bar per
+    ``what`` with elapsed and remaining time; otherwise plain lines (start, end, and every ``PLAIN_INTERVAL`` s)."""
     if not enabled:
         yield None
+        return
+    if not sys.stderr.isatty():
+        yield PlainProgress(sys.stderr).steps
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
@@ -188,7 +323,7 @@ def steps_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
-        "layers",
+        "{task.fields[unit]}",
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=Console(file=sys.stderr),
@@ -197,7 +332,7 @@ def steps_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
 
         def update(what: str, done: int, total: int) -> None:
             if what not in tasks:
-                tasks[what] = bar.add_task(what, total=total)
+                tasks[what] = bar.add_task(what, total=total, unit=_UNITS.get(what, "layers"))
             bar.update(tasks[what], completed=done, total=total)
 
         yield update
@@ -254,10 +389,14 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     for f in report.findings:
         where = " ".join(p for p in (f.file, f.pointer) if p)
         table.add_row(
-            f.rule_id, Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")), Text(where), Text(f.message)
+            _rule_cell(f.rule_id),
+            Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
+            Text(where),
+            _message(f.rule_id, f.message),
         )
     if report.findings:
         console.print(table)
+        _fixable_footer(console, [f.rule_id for f in report.findings])
     if report.probe:
         p = report.probe
         text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
@@ -286,6 +425,16 @@ def render_verify(report: VerifyReport, console: Console) -> None:
                 versus,
             )
         console.print(probe)
+    need_target = [c["rule_id"] for c in doc["checks"] if c["reason"] == "needs --target"]
+    if need_target:
+        console.print(
+            Text(
+                f"No --target: {', '.join(need_target)} skipped (rope, context length and embeddings against "
+                "the target), and EC104/EC105 judged the aux-layer ids without the target's layer count (and "
+                "family, unless the draft's config names it), which decide what each engine feeds the draft; "
+                "pass --target PATH (its config.json is enough for static checks)."
+            )
+        )
     ran = sum(c["outcome"] != "skipped" for c in doc["checks"])
     s = doc["summary"]
     verdict = Text(

@@ -13,7 +13,7 @@ from typing import Any
 
 from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.checks import Context, tensor_finding
-from eagle_convert.verify_report import VerifyFinding
+from eagle_convert.verify_report import TENSOR_VALUES, VerifyFinding
 
 CHUNK_ELEMENTS = 1 << 22  # statistics are computed over 4M-element float32 chunks (16 MiB)
 INIT_CHECKED = ("embed_tokens.weight", "lm_head.weight", "fc.weight")
@@ -88,13 +88,21 @@ def _load(ctx: Context, stored: str) -> Any:
         return f.get_tensor(stored)
 
 
-def content_findings(ctx: Context, enabled: Callable[[str], bool]) -> list[VerifyFinding]:
-    """Every tensor-level rule, one tensor in memory at a time."""
+def content_findings(
+    ctx: Context, enabled: Callable[[str], bool], progress: Callable[[str, int, int], None] | None = None
+) -> list[VerifyFinding]:
+    """Every tensor-level rule, one tensor in memory at a time; ``progress("reading tensor values", done, total)``
+    hears of each tensor read."""
     out: list[VerifyFinding] = []
+    total = len(ctx.canonical)
+    if progress is not None:
+        progress(TENSOR_VALUES, 0, total)
     init_range = ctx.cfg.get("initializer_range")
     init_std = float(init_range) if isinstance(init_range, int | float) and init_range > 0 else 0.02
     d2t = t2d = None
-    for name, stored in ctx.canonical.items():
+    for done, (name, stored) in enumerate(ctx.canonical.items()):
+        if progress is not None and done:
+            progress(TENSOR_VALUES, done, total)
         t = _load(ctx, stored)
         if name == "d2t":
             d2t = t
@@ -129,6 +137,8 @@ def content_findings(ctx: Context, enabled: Callable[[str], bool]) -> list[Verif
         if enabled("EC605") and name == "embed_tokens.weight":
             out += _embed_vs_target(ctx, t)
         del t
+    if progress is not None:
+        progress(TENSOR_VALUES, total, total)
     out += _vocab_map(ctx, d2t, t2d, enabled)
     return out
 

@@ -22,7 +22,7 @@ from eagle_convert.aux_layers import (
 )
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import FAMILIES, Dims, DraftConfig, TargetConfig, family_of
-from eagle_convert.findings import Finding
+from eagle_convert.findings import ENGINE_NAMES, Finding
 from eagle_convert.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
 from eagle_convert.producers import PROVENANCE_KEY, Facts, recognise
 from eagle_convert.rules import finding
@@ -142,7 +142,9 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
 
     tinfo = _target_info(cfg, target)
     ths, k, k_source = _aux_count(facts, tinfo, out)
-    aux = _aux_layers(cfg, call.producer, call.confidence, tinfo, aux_convention, out)
+    aux_out: list[Finding] = []  # an EAGLE-1/2 draft reads no aux hidden states: no aux-id findings for it
+    aux = _aux_layers(cfg, call.producer, call.confidence, tinfo, aux_convention, aux_out)
+    out += aux_out if call.producer != "eagle1" else []
     if aux.ids and k_source != "default" and len(set(aux.ids)) != k:
         out.append(
             finding(
@@ -189,7 +191,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
 def _layers(f: Facts, out: list[Finding]) -> tuple[str | None, int]:
     layer_names = [n for n in f.names if n.layer is not None]
     if not layer_names:
-        return None, f.cfg.dims.num_hidden_layers or 1
+        return None, f.cfg.dims.num_hidden_layers or 0  # 0: unknown (no layer tensors, no layer count)
     indices = sorted({n.layer for n in layer_names if n.layer is not None})
     prefixes = Counter(n.outer + n.layer_prefix for n in layer_names if n.layer == indices[0])
     prefix = prefixes.most_common(1)[0][0]
@@ -537,7 +539,7 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
                 out.append(
                     finding(
                         "EC104",
-                        f"{name} would feed hs{picked} but the draft was trained on "
+                        f"{ENGINE_NAMES[name]} would feed hs{picked} but the draft was trained on "
                         f"hs{aux.hidden_state_indices} ({aux.convention})",
                         subject=key,
                         expected=aux.hidden_state_indices,

@@ -29,12 +29,33 @@ class HubError(InputError):
     default_hint = "check the repo id and revision, the token (--token or HF_TOKEN) and HF_ENDPOINT"
 
 
+HUB_SCHEME = "hf://"  # an explicit Hub repo id, as huggingface_hub's file system spells it
+
+
 def parse_repo_ref(text: str) -> tuple[str, str | None] | None:
-    """(repo id, revision) when ``text`` names a Hub repo and no local path of that name exists, else None."""
-    if Path(text).exists():
+    """(repo id, revision) when ``text`` names a Hub repo, else None (a local path).
+
+    ``hf://owner/name[@revision]`` always names the Hub. A bare ``owner/name`` does when no local path of that
+    name exists and it does not look local: its first part is not an existing local directory (``drafts/my-draft``
+    with ``drafts/`` here is a mistyped local path) and it does not end like a file (``.json``, ``.safetensors``)."""
+    if not text.startswith(HUB_SCHEME) and (Path(text).exists() or looks_local(text)):
         return None
-    m = REPO_REF.match(text)
+    return hub_repo_ref(text)
+
+
+def hub_repo_ref(text: str) -> tuple[str, str | None] | None:
+    """(repo id, revision) of ``[hf://]owner/name[@revision]``, whatever exists locally (``pull``, ``push``)."""
+    m = REPO_REF.match(text.removeprefix(HUB_SCHEME))
     return (m.group("repo"), m.group("revision")) if m else None
+
+
+def looks_local(text: str) -> bool:
+    """A path that names a local file or a child of a local directory, whether or not it exists."""
+    first = text.split("/", 1)[0]
+    return Path(first).is_dir() or text.endswith(LOCAL_SUFFIXES)
+
+
+LOCAL_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth")
 
 
 def hf_client() -> Any:
@@ -62,15 +83,21 @@ def translate_error(exc: Exception, ref: str) -> HubError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, errors.RevisionNotFoundError):
         return HubError(f"revision not found: {first}", path=ref)
+    local = (
+        ""
+        if ref.startswith(HUB_SCHEME)
+        else f"; no local path {ref} exists either (a missing owner/name path is read as a Hub repo id)"
+    )
     if isinstance(exc, errors.RepositoryNotFoundError):
-        return HubError(
-            "repository not found, or private and the token cannot read it (a path that does not "
-            "exist locally is read as a Hub repo id)",
-            path=ref,
-        )
+        return HubError(f"repository not found, or private and the token cannot read it{local}", path=ref)
     if isinstance(exc, errors.HfHubHTTPError):
         return HubError(f"the Hub answered an error: {first}", path=ref)
-    return HubError(f"cannot reach the Hub ({type(exc).__name__}: {first})", path=ref)
+    return HubError(
+        f"cannot reach the Hub ({type(exc).__name__}: {first}){local}",
+        path=ref,
+        hint="check the local path for a typo; for the Hub, check the network and HF_ENDPOINT (write hf://owner/name "
+        "to name the Hub explicitly)",
+    )
 
 
 @dataclass

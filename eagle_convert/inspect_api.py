@@ -9,12 +9,13 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.checkpoint import Checkpoint
+from eagle_convert.checks import null_typed_fields
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.findings import Finding
 from eagle_convert.hub import open_source
 from eagle_convert.layouts import split_name
-from eagle_convert.rules import finding
+from eagle_convert.rules import finding, fix_fields
 
 SCHEMA_VERSION = 1
 
@@ -97,7 +98,7 @@ class InspectReport:
                     for t in ckpt.tensors.values()
                 ],
             },
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [{**asdict(f), **fix_fields(f.rule_id)} for f in self.findings],
         }
 
 
@@ -149,4 +150,8 @@ def inspect_checkpoint(
         )
     elif ckpt.weight_format == "none":
         found.append(finding("EC004", "no weight files: config only"))
+    found += [
+        finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
+        for key in null_typed_fields(ckpt.config or {})
+    ]
     return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings)

@@ -13,6 +13,11 @@ from eagle_convert.detect import DraftSpec
 from eagle_convert.verify_report import VerifyReport
 
 
+def _v(value: object) -> str:
+    """A value as the card shows it: true/false/null as in config.json, never Python's True/False/None."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
 def _yaml_list(items: list[str]) -> str:
     return "\n".join(f"- {json.dumps(i)}" for i in items)
 
@@ -45,13 +50,13 @@ def render_card(
         f"| producer layout | {spec.producer} ({spec.producer_confidence} confidence) |",
         f"| attention | {spec.attention.upper()} |",
         f"| EAGLE version | {spec.eagle_version} |",
-        f"| fc_norm / norm_output / norm_before_fc / norm_before_residual | {flags.fc_norm.value} / "
-        f"{flags.norm_output.value} / {flags.norm_before_fc.value} / {flags.norm_before_residual.value} |",
-        f"| hidden size / target hidden size | {d.hidden_size} / {spec.target_hidden_size or d.hidden_size} |",
+        f"| fc_norm / norm_output / norm_before_fc / norm_before_residual | {_v(flags.fc_norm.value)} / "
+        f"{_v(flags.norm_output.value)} / {_v(flags.norm_before_fc.value)} / {_v(flags.norm_before_residual.value)} |",
+        f"| hidden size / target hidden size | {_v(d.hidden_size)} / {_v(spec.target_hidden_size or d.hidden_size)} |",
         f"| aux hidden states (K) | {spec.num_aux_hidden_states} |",
-        f"| vocab / draft vocab | {d.vocab_size} / {d.draft_vocab_size} |",
-        f"| rope | theta {spec.config.rope_theta}, scaling {json.dumps(rope) if rope else 'none'} |",
-        f"| max_position_embeddings | {d.max_position_embeddings} |",
+        f"| vocab / draft vocab | {_v(d.vocab_size)} / {_v(d.draft_vocab_size)} |",
+        f"| rope | theta {_v(spec.config.rope_theta)}, scaling {json.dumps(rope) if rope else 'none'} |",
+        f"| max_position_embeddings | {_v(d.max_position_embeddings)} |",
         "",
         "## Aux layers",
         "",
@@ -66,7 +71,7 @@ def render_card(
             f"| input-to (vLLM, speculators; top-level ids) | {ids_for(hidden, 'input-to')} |",
             f"| output-of (SpecForge, ModelOpt; SGLang adds 1 for Llama/Qwen) | {ids_for(hidden, 'output-of')} |",
             "",
-            f"In this config: top level {aux.top_level_ids}, `eagle_config` {aux.eagle_config_ids} "
+            f"In this config: top level {_v(aux.top_level_ids)}, `eagle_config` {_v(aux.eagle_config_ids)} "
             f"(convention: {aux.convention}).",
         ]
     else:

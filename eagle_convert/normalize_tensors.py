@@ -203,12 +203,14 @@ def plan_tensors(
                 f"t2d {t.dtype} -> BOOL",
             )
         else:
+            out_name = name_out(target)
+            relaid = mapped.action == "keep" and out_name != t.name  # the profile's layout renames it
             emit(
                 t.shard,
-                TensorSource(name_out(target), t.dtype, t.shape, file, t.start, t.end),
+                TensorSource(out_name, t.dtype, t.shape, file, t.start, t.end),
                 t.name,
-                mapped.action,
-                mapped.why,
+                "rename" if relaid else mapped.action,
+                f"{profile} profile stores the layer as {out_layout}" if relaid else mapped.why,
             )
         if target == "d2t":
             d2t_info, d2t_shard = t, t.shard

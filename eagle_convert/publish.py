@@ -19,7 +19,7 @@ from eagle_convert.checkpoint import CONFIG_NAME, INDEX_SUFFIX, PICKLE_SUFFIXES,
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import detect
 from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, InputError, OutputExistsError, UsageError
-from eagle_convert.hub import HubError, HubStore, hf_client, parse_repo_ref, translate_error
+from eagle_convert.hub import HubError, HubStore, hf_client, hub_repo_ref, translate_error
 from eagle_convert.model_card import render_card
 from eagle_convert.verify import checkpoint_files, hash_files, verify_checkpoint
 
@@ -72,7 +72,7 @@ class PushReport:
 
 
 def _repo(ref: str) -> tuple[str, str | None]:
-    parsed = parse_repo_ref(ref)
+    parsed = hub_repo_ref(ref)
     if parsed is None:
         raise UsageError(f"{ref!r} is not a Hub repo id (owner/name[@revision])")
     return parsed

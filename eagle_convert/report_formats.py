@@ -68,6 +68,8 @@ def _sarif_rule(rule_id: str) -> dict[str, Any]:
         "fullDescription": {"text": f"{rule.id} {rule.name} (default severity: {rule.severity}). {rule.summary}"},
         "helpUri": f"{RULES_DOC_URI}#{rule.id.lower()}",
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+        **({"help": {"text": f"Fix: {rule.fix}"}} if rule.fix else {}),
+        "properties": {"fixable": rule.fixable},
     }
 
 
@@ -244,6 +246,29 @@ def github_annotations(report: VerifyReport, *, cwd: str | None = None) -> str:
         error = report.error or {}
         message = str(error.get("message") or "The checkpoint could not be verified.")
         lines.append(f"::error title={_escape_property(f'{TOOL} verify')}::{_escape_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+# --- concise -----------------------------------------------------------------------------------------------------
+
+
+def to_concise(report: VerifyReport) -> str:
+    """One greppable line per finding, ``PATH[:POINTER]: RULE [*] SEVERITY MESSAGE`` (``[*]``: normalize fixes
+    it), then one summary line, as ruff's concise output; an input error is one ``PATH: error: MESSAGE`` line."""
+    lines = []
+    for f in report.findings:
+        where = os.path.join(report.path, f.file) if f.file else report.path
+        pointer = f":{f.pointer}" if f.pointer else ""
+        mark = " [*]" if f.rule_id in RULES and RULES[f.rule_id].fixable else ""
+        lines.append(f"{where}{pointer}: {f.rule_id}{mark} {f.severity} {' '.join(f.message.split())}")
+    if report.status == "error":
+        lines.append(f"{report.path}: error: {(report.error or {}).get('message', 'could not be verified')}")
+    else:
+        s = report.summary()
+        lines.append(
+            f"{report.status.upper()} {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info "
+            f"(level {report.level}, engine {report.engine}, fail level {report.fail_level})"
+        )
     return "".join(line + "\n" for line in lines)
 
 

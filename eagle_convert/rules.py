@@ -22,6 +22,8 @@ class Rule:
     severity: str
     summary: str
     level: str = "static"  # the lowest verify level that runs it
+    fixable: bool = False  # `eagle-convert normalize` resolves it (set from FIXED_BY_NORMALIZE)
+    fix: str = ""  # what to do about a finding (from _FIX; every fixable rule names normalize)
 
 
 _RULES = (
@@ -441,7 +443,46 @@ _LEVEL_OF = {
     **dict.fromkeys(("EC701", "EC702"), "forward"),
     **dict.fromkeys(("EC711", "EC712", "EC713", "EC714", "EC715", "EC716"), "target"),
 }
-RULES: dict[str, Rule] = {rule.id: replace(rule, level=_LEVEL_OF.get(rule.id, rule.level)) for rule in _RULES}
+_NORMALIZE = "run `eagle-convert normalize SRC OUT"  # the fix texts close the backquote after their flags
+# What to do about a finding, per rule; rules fixed by normalize get the normalize line when not listed here.
+_FIX = {
+    "EC001": "serve it with the engines' EAGLE (not EAGLE3) method, or train an EAGLE3 draft; normalize cannot "
+    "convert EAGLE-1/2 weights",
+    "EC002": "train the draft with a dense MLP (the engines' EAGLE3 draft layer has no experts); normalize cannot "
+    "remove experts",
+    "EC003": f"{_NORMALIZE} --allow-pickle`: it converts the weights to safetensors with torch's weights-only loader",
+    "EC103": f"{_NORMALIZE} --aux-convention output-of|input-to`: it writes the ids so both engines read the trained "
+    "hidden states",
+    "EC104": f"{_NORMALIZE} --target TARGET`: it writes the ids in each engine's reading of the hidden states the "
+    "draft was trained on",
+    "EC101": "pass --aux-convention output-of|input-to to say which reading the trainer used",
+    "EC102": "write the trainer's aux-layer ids into config.json (or confirm the engine defaults were used)",
+}
+RULES: dict[str, Rule] = {
+    rule.id: replace(
+        rule,
+        level=_LEVEL_OF.get(rule.id, rule.level),
+        fixable=rule.id in FIXED_BY_NORMALIZE,
+        fix=_FIX.get(rule.id, f"{_NORMALIZE}`: it rewrites this" if rule.id in FIXED_BY_NORMALIZE else ""),
+    )
+    for rule in _RULES
+}
+
+
+def fix_fields(rule_id: str) -> dict[str, Any]:
+    """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable)."""
+    rule = RULES.get(rule_id)
+    return {"fixable": rule.fixable if rule else False, "fix": rule.fix if rule else ""}
+
+
+def find_rule(code: str) -> Rule:
+    """The rule with id ``code`` (case-insensitive); a usage error naming the id otherwise."""
+    from eagle_convert.errors import UsageError
+
+    rule = RULES.get(code.strip().upper())
+    if rule is None:
+        raise UsageError(f"no rule {code!r}", hint="run `eagle-convert rules` for the list of rule ids")
+    return rule
 
 
 def finding(

@@ -47,6 +47,9 @@ NEEDS_HEADERS = frozenset(
     }
 )
 
+# Rules that compare the draft with the target (its config, or its embeddings): skipped without --target.
+NEEDS_TARGET = frozenset({"EC503", "EC504", "EC605"})
+
 
 def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
     """'EC101,EC2' or ['EC101', 'EC2'] -> ('EC101', 'EC2'); a prefix selects every id that starts with it."""
@@ -76,8 +79,54 @@ def load_settings(start: Path) -> dict[str, Any]:
             settings = doc.get("tool", {}).get("eagle-convert", {})
             if not isinstance(settings, dict):
                 raise UsageError("[tool.eagle-convert] must be a table", path=candidate)
+            _check_settings(settings, candidate)
             return settings
     return {}
+
+
+# The keys of [tool.eagle-convert] and what each may hold (None: a rule list, a string or a list of strings).
+SETTINGS: dict[str, tuple[str, ...] | None] = {
+    "engine": tuple(ENGINES),
+    "fail-level": FAIL_LEVELS,
+    "select": None,
+    "ignore": None,
+}
+
+
+def _check_settings(settings: dict[str, Any], path: Path) -> None:
+    """Unknown keys and bad values are usage errors naming pyproject.toml (a typo must not be ignored silently)."""
+    for key, value in settings.items():
+        if key not in SETTINGS:
+            close = [k for k in SETTINGS if k.replace("-", "") == key.replace("-", "").replace("_", "")]
+            raise UsageError(
+                f"unknown key {key!r} in [tool.eagle-convert]",
+                path=path,
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + f"the keys are {', '.join(SETTINGS)} (docs/ci.md)",
+            )
+        choices = SETTINGS[key]
+        if choices is not None and value not in choices:
+            raise UsageError(
+                f"[tool.eagle-convert] {key} = {value!r} is not one of {', '.join(choices)}",
+                path=path,
+                hint=f"set {key} to one of {', '.join(choices)}",
+            )
+        if choices is None:
+            if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+                raise UsageError(
+                    f"[tool.eagle-convert] {key} must be a list of rule ids or prefixes",
+                    path=path,
+                    hint=f'write it like {key} = ["EC1", "EC306"]',
+                )
+            try:
+                parse_rule_list(value)
+            except UsageError as exc:
+                raise UsageError(f"[tool.eagle-convert] {key}: {exc.cause}", path=path, hint=exc.hint) from None
+
+
+def _has_weights(target: Path) -> bool:
+    """A target directory the reference models can read: safetensors shards or their index."""
+    return target.is_dir() and any(target.glob("*.safetensors"))
 
 
 def hash_files(root: Path, names: Iterable[str], progress: Callable[[int], None] | None = None) -> list[FileDigest]:
@@ -138,17 +187,27 @@ def verify_checkpoint(
     device: str = "auto",
     dtype: str = "float32",
     probe_progress: Callable[[str, int, int], None] | None = None,
+    aux_convention: str | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
     The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
-    ``probe_progress(what, done, total)`` hears of the target layers run in the probe's long parts."""
+    ``probe_progress(what, done, total)`` hears of the tensors read at ``tensors`` and of the target layers run in
+    the probe's long parts.
+    ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
     if level == "target" and target is None:
         raise UsageError("--level target runs the target model: pass --target DIR (with its weights)")
+    if level == "target" and not _has_weights(Path(target or "")):
+        raise UsageError(
+            "--level target runs the target model, but --target has no safetensors weights (config only)",
+            path=target,
+            hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
+            "config-only target",
+        )
     if prompts is not None and target is None:
         raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
     if fail_level not in FAIL_LEVELS:
@@ -164,7 +223,7 @@ def verify_checkpoint(
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
     target_cfg = TargetConfig.from_path(target) if target is not None else None
-    spec = detect(ckpt, target_cfg)
+    spec = detect(ckpt, target_cfg, aux_convention)
     canonical, unplaced = map_names(ckpt, spec)
     ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced)
     depth = LEVELS.index(level)
@@ -197,7 +256,7 @@ def verify_checkpoint(
     if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
         from eagle_convert.content_checks import content_findings
 
-        found += content_findings(ctx, enabled)
+        found += content_findings(ctx, enabled, probe_progress)
     probe: dict[str, Any] | None = None
     if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
         from eagle_convert import compute
@@ -232,7 +291,7 @@ def verify_checkpoint(
         fail_level,
         status,
         found,
-        _outcomes(found, chosen, ignored, depth, ckpt),
+        _outcomes(found, chosen, ignored, depth, ckpt, has_target=target is not None),
         _manifest(ckpt, compute_hashes, progress),
         revision=ckpt.revision,
         probe=probe,
@@ -254,7 +313,13 @@ def _rest(f: VerifyFinding) -> tuple[str, str | None, str | None, Any, Any]:
 
 
 def _outcomes(
-    found: list[VerifyFinding], select: tuple[str, ...], ignore: tuple[str, ...], depth: int, ckpt: Checkpoint
+    found: list[VerifyFinding],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    depth: int,
+    ckpt: Checkpoint,
+    *,
+    has_target: bool,
 ) -> list[CheckOutcome]:
     failed = {f.rule_id for f in found}
     out = []
@@ -265,6 +330,8 @@ def _outcomes(
             out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
         elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.id in NEEDS_HEADERS):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
+        elif not has_target and rule.id in NEEDS_TARGET:
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "needs --target"))
         else:
             out.append(CheckOutcome(rule.id, rule.name, "fail" if rule.id in failed else "pass"))
     return out

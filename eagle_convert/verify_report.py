@@ -7,9 +7,11 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.findings import SEVERITIES
+from eagle_convert.rules import fix_fields
 
 SCHEMA_VERSION = 1
 TOOL = "eagle-convert"
+TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class VerifyReport:
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [{**asdict(f), **fix_fields(f.rule_id)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
             "probe": self.probe,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,16 +23,16 @@ def pull(
     as_json: bool = typer.Option(False, "--json", help="Write the file list (with sha256) as JSON."),
 ) -> None:
     """Download only what a draft needs, check sizes and sha256 against the Hub, then validate it."""
-    from eagle_convert.console import stdout_console, write_json
+    from eagle_convert.console import write_json
     from eagle_convert.publish import pull_checkpoint
 
     report = pull_checkpoint(repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force)
     if as_json:
         write_json(asdict(report))
     else:
-        stdout_console().print(
+        sys.stdout.write(
             f"pulled {report.repo_id}@{report.revision} into {report.out}: "
-            f"{len(report.files)} file(s), sizes and sha256 checked"
+            f"{len(report.files)} file(s), sizes and sha256 checked\n"
         )
 
 
@@ -55,7 +56,7 @@ def push(
     as_json: bool = typer.Option(False, "--json", help="Write the push report as JSON."),
 ) -> None:
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
-    from eagle_convert.console import stdout_console, write_json
+    from eagle_convert.console import write_json
     from eagle_convert.publish import push_checkpoint
 
     report = push_checkpoint(
@@ -77,19 +78,15 @@ def push(
     if as_json:
         write_json(asdict(report))
         return
-    console = stdout_console()
-    console.print(f"{'would upload' if dry_run else 'uploaded'} to {report.repo_id}:")
-    for f in report.files:
-        console.print(f"  {f.name}  {f.size} bytes  sha256 {f.sha256}", markup=False, highlight=False)
+    # plain writes, never through rich: the card preview is the exact card (no re-wrapping, no markup)
+    lines = [f"{'would upload' if dry_run else 'uploaded'} to {report.repo_id}:"]
+    lines += [f"  {f.name}  {f.size} bytes  sha256 {f.sha256}" for f in report.files]
     if dry_run:
-        console.print("\n--- README.md ---\n", markup=False)
-        console.print(report.card, markup=False, highlight=False)
+        lines += ["", "--- README.md ---", "", report.card]
     else:
-        console.print(
-            f"commit {report.commit} (parent {report.parent_commit})"
-            + (f"\npull request {report.pr_url}" if report.pr_url else ""),
-            markup=False,
-        )
+        lines.append(f"commit {report.commit} (parent {report.parent_commit})")
+        lines += [f"pull request {report.pr_url}"] if report.pr_url else []
+    sys.stdout.write("\n".join(lines) + ("" if lines[-1].endswith("\n") else "\n"))
 
 
 def register(app: typer.Typer) -> None:

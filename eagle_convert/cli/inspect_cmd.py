@@ -28,16 +28,21 @@ def inspect(
     aux_convention: AuxConvention | None = typer.Option(
         None, "--aux-convention", help="Declare what the aux-layer ids mean, overriding detection."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Write one JSON object (schemas/inspect-report.schema.json)."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Write one JSON object (schemas/inspect-report.schema.json; on bad input schemas/error.schema.json).",
+    ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
-    from eagle_convert.console import render_inspect, stdout_console, write_json
+    from eagle_convert.console import json_errors, render_inspect, stdout_console, write_json
     from eagle_convert.inspect_api import inspect_checkpoint
 
-    report = inspect_checkpoint(str(path), target, aux_convention.value if aux_convention else None, token)
+    with json_errors(as_json, "inspect", path):
+        report = inspect_checkpoint(str(path), target, aux_convention.value if aux_convention else None, token)
     if as_json:
         write_json(report.to_dict())
     else:

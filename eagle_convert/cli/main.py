@@ -21,6 +21,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain help: brackets in help texts are text, and nothing is cut at 80 columns
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 
 
@@ -45,11 +47,11 @@ hub_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; typed errors become `Error:`/`Hint:` lines on stderr and their exit code."""
+    """Run the CLI; typed errors and usage errors become `Error:`/`Hint:` lines on stderr and their exit code."""
     from eagle_convert.console import render_error
 
     try:
-        app(args=argv, prog_name="eagle-convert")  # standalone: typer reports usage errors itself (exit 2)
+        code = app(args=argv, prog_name="eagle-convert", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except EagleConvertError as exc:
@@ -57,15 +59,47 @@ def main(argv: list[str] | None = None) -> int:
             raise
         render_error(exc.message, exc.hint)
         return exc.exit_code
+    except typer.Abort:
+        render_error("aborted", None)
+        return 1
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
+        usage = _usage_error(exc)
+        if usage is not None:
+            return usage
         render_error(
             f"internal error: {type(exc).__name__}: {exc}",
             f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it",
         )
         return EXIT_INTERNAL
-    return 0
+    return code if isinstance(code, int) else 0
+
+
+def _usage_error(exc: Exception) -> int | None:
+    """The parser's usage errors (unknown option, bad choice, missing argument) as `Error:`/`Hint:` lines.
+
+    typer raises its parser's exceptions when not standalone; they carry ``format_message()``, ``exit_code`` and
+    the failing command's context (``ctx``), which is all that is read here."""
+    format_message = getattr(exc, "format_message", None)
+    exit_code = getattr(exc, "exit_code", None)
+    if not callable(format_message) or not isinstance(exit_code, int):
+        return None
+    from eagle_convert.console import render_error
+
+    ctx = getattr(exc, "ctx", None)
+    message = str(format_message())
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `eagle-convert` alone: the help, as --help prints it
+        sys.stdout.write(message + "\n")
+        return exit_code
+    command = ctx.command_path if ctx is not None else "eagle-convert"
+    render_error(_one_line(message), f"run `{command} --help` to see its arguments and options")
+    return exit_code
+
+
+def _one_line(message: str) -> str:
+    """A parser message on one line, without the validation library's "Value error," prefix."""
+    return " ".join(message.replace("Value error, ", "").split())
 
 
 def run() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from enum import StrEnum
 from pathlib import Path
 
@@ -77,7 +76,10 @@ def normalize(
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     as_json: bool = typer.Option(
-        False, "--json", help="Write the plan/report as one JSON object (schemas/normalize-report.schema.json)."
+        False,
+        "--json",
+        help="Write the plan/report as one JSON object (schemas/normalize-report.schema.json; on bad input "
+        "schemas/error.schema.json).",
     ),
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Convert .bin/.pt weights with torch's weights-only loader."
@@ -92,11 +94,14 @@ def normalize(
     dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--aux-convention auto: compute precision."),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
-    from eagle_convert.console import progress_bar, render_normalize, stdout_console, write_json
+    from eagle_convert.console import json_errors, progress_bar, render_normalize, stdout_console, write_json
     from eagle_convert.normalize import normalize_checkpoint
 
     limit = parse_size(max_shard_size) if max_shard_size else None
-    with progress_bar(enabled=not as_json and not dry_run and sys.stderr.isatty()) as advance:
+    with (
+        json_errors(as_json, "normalize", src),
+        progress_bar(enabled=not as_json and not dry_run, label="writing") as advance,
+    ):
         report = normalize_checkpoint(
             src,
             out,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from eagle_convert.cli.compute_options import Device, Dtype
+from eagle_convert.cli.inspect_cmd import AuxConvention
 from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class Format(StrEnum):
     github = "github"
     sarif = "sarif"
     junit = "junit"
+    concise = "concise"
 
 
 def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) -> str:
@@ -77,7 +79,11 @@ def verify(
         None, "--select", metavar="RULES", help="Only these rules (ids or prefixes, comma-separated)."
     ),
     ignore: str | None = typer.Option(None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes)."),
-    output_format: Format = typer.Option(Format.human, "--format", help="Report format."),
+    output_format: Format = typer.Option(
+        Format.human,
+        "--format",
+        help="Report format (concise: one greppable line per finding on stdout, as ruff's).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     output: Path | None = typer.Option(
         None,
@@ -128,6 +134,9 @@ def verify(
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
+    aux_convention: AuxConvention | None = typer.Option(
+        None, "--aux-convention", help="Declare what the aux-layer ids mean (as the trainer used them), as inspect."
+    ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
     from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
@@ -140,8 +149,8 @@ def verify(
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
     try:
         with (
-            steps_bar(enabled=sys.stderr.isatty() and level == Level.target) as steps,
-            progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance,
+            steps_bar(enabled=level != Level.static) as steps,
+            progress_bar(enabled=not no_hash, label="hashing", total=_local_bytes(path)) as advance,
         ):
             report = verify_checkpoint(
                 str(path),
@@ -164,6 +173,7 @@ def verify(
                 device=device.value,
                 dtype=dtype.value,
                 probe_progress=steps,
+                aux_convention=aux_convention.value if aux_convention else None,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
@@ -182,6 +192,18 @@ def verify(
     if report.status == "fail" and not exit_zero:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
+
+
+_HASHED = ("config.json", "*.safetensors", "*.safetensors.index.json", "*.bin", "*.pt", "*.pth")
+
+
+def _local_bytes(path: Path) -> int | None:
+    """The bytes the sha256 manifest will read from a local checkpoint (a progress total); None for a Hub id."""
+    if path.is_file():
+        return path.stat().st_size
+    if not path.is_dir():
+        return None
+    return sum(f.stat().st_size for pattern in _HASHED for f in path.glob(pattern) if f.is_file())
 
 
 def _token_ids(path: Path) -> list[list[int]]:
@@ -210,6 +232,7 @@ def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
         Format.sarif: lambda r: json.dumps(rf.to_sarif(r), indent=2, ensure_ascii=False) + "\n",
         Format.junit: rf.to_junit,
         Format.github: rf.github_annotations,
+        Format.concise: rf.to_concise,
     }[fmt]
     if output is not None:
         from eagle_convert.writer import write_text_atomic
