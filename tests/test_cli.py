@@ -14,6 +14,7 @@ from fixtures.generate import MALFORMED
 from tests.conftest import ROOT, run_cli, run_cli_without_torch
 
 VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
+ERROR_VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "error.schema.json").read_text()))
 
 
 def test_inspect_json_is_one_object_valid_against_the_schema(fx: Path) -> None:
@@ -29,7 +30,7 @@ def test_inspect_human_output_names_what_matters(fx: Path) -> None:
     result = run_cli("inspect", str(fx / "layouts" / "specforge-mha"), "--target", str(fx / "targets" / "target-llama"))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for words in ("specforge", "output-of", "hs[2, 6, 9]", "EC104", "fc", "midlayer.self_attn", "vllm", "sglang"):
+    for words in ("specforge", "output-of", "hs[2, 6, 9]", "EC104", "fc", "midlayer.self_attn", "vLLM", "SGLang"):
         assert words in out, words
 
 
@@ -42,7 +43,10 @@ def test_malformed_input_exits_2_with_one_line(fx: Path, name: str) -> None:
     lines = result.stderr.splitlines()
     assert lines[0].startswith("Error: ") and str(path) in lines[0] and MALFORMED[name][2] in lines[0]
     assert len(lines) == 2 and lines[1].startswith("Hint: ")
-    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert "Traceback" not in result.stderr
+    error = json.loads(result.stdout)  # --json: one error object on stdout, as verify --format json writes
+    ERROR_VALIDATOR.validate(error)
+    assert error["error"]["message"] == lines[0].removeprefix("Error: ") and error["error"]["exit_code"] == 2
     assert sorted((p.name, p.stat().st_size) for p in path.iterdir()) == before
 
 

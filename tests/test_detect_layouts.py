@@ -63,7 +63,7 @@ def test_specforge_ids_misread_by_vllm_is_an_error(fx: Path) -> None:
     report = inspect_checkpoint(fx / "layouts" / "specforge-mha", target=fx / "targets" / "target-llama")
     misreads = [f for f in report.findings if f.rule_id == "EC104"]
     assert [f.actual for f in misreads] == [[1, 5, 8]]
-    assert "vllm" in misreads[0].message and misreads[0].severity == "error"
+    assert "vLLM" in misreads[0].message and misreads[0].engine == "vllm" and misreads[0].severity == "error"
 
 
 def test_kimi_target_uses_text_config_and_deepseek_rule(fx: Path) -> None:

@@ -22,6 +22,8 @@ def _value_kind(param: Any) -> str:
         return " \\| ".join(f"`{member.value}`" for member in annotation)
     if getattr(param, "is_flag", False):
         return "flag"
+    if getattr(param, "multiple", False) or getattr(param, "nargs", 1) == -1:
+        return "text, repeatable"
     return {Path: "path", int: "integer", float: "number", str: "text"}.get(annotation, str(annotation))
 
 
@@ -47,7 +49,8 @@ def render_cli_markdown() -> str:
         "",
         "Exit codes: `0` ok, `1` findings at the failing level (`verify`), `2` bad input, usage or internal error, "
         "`3` nothing to check. Errors are one `Error:` line naming the file and the cause, "
-        "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback.",
+        "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback. `-h` is `--help` on "
+        "every command; output that is not a terminal is never wrapped (one line per row).",
         "",
     ]
     ctx = typer.Context(root, info_name="eagle-convert")
@@ -73,7 +76,7 @@ def render_cli_markdown() -> str:
 
 
 def render_rules_markdown() -> str:
-    from eagle_convert.rules import FIXED_BY_NORMALIZE, LEVELS, RULES
+    from eagle_convert.rules import LEVELS, RULES
 
     lines = [
         "# Rules",
@@ -83,14 +86,14 @@ def render_rules_markdown() -> str:
         f"`eagle-convert verify` runs {len(RULES)} rules. Ids are stable: select (`--select EC1`) and ignore "
         "(`--ignore EC603`) them in CI, or in `[tool.eagle-convert]` of your pyproject.toml. A rule's level is the "
         f"lowest `--level` that runs it ({' < '.join(LEVELS)}). `--strict` turns EC003, EC101, EC102 and EC108 "
-        "into errors.",
+        "into errors. `eagle-convert rule CODE` prints one rule with its fix.",
         "",
         "| id | name | severity | level | fixed by `normalize` |",
         "|---|---|---|---|---|",
     ]
     lines += [
         f"| [{r.id}](#{r.id.lower()}) | {r.name} | {r.severity} | {r.level} | "
-        f"{'yes' if r.id in FIXED_BY_NORMALIZE else ''} |"
+        f"{'yes' if r.fixable else ''} |"
         for r in RULES.values()
     ]
     for r in RULES.values():
@@ -100,9 +103,10 @@ def render_rules_markdown() -> str:
             f"## {r.id} {r.name}",
             "",
             f"Severity **{r.severity}**, level `{r.level}`."
-            + (" `eagle-convert normalize` fixes it." if r.id in FIXED_BY_NORMALIZE else ""),
+            + (" `eagle-convert normalize` fixes it." if r.fixable else ""),
             "",
             r.summary,
+            *(["", f"Fix: {r.fix}."] if r.fix else []),
         ]
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def rules(
     codes: list[str] | None = typer.Argument(
-        None, metavar="[CODE]...", help="Only these rule ids (EC104); every rule when none is given."
+        None, metavar="CODE", help="Only these rule ids (EC104); every rule when none is given."
     ),
     as_json: bool = typer.Option(False, "--json", help="Write the registry as a JSON list."),
 ) -> None:
