@@ -123,7 +123,7 @@ def test_findings_carry_fixable_and_fix(capsys: pytest.CaptureFixture[str], fx: 
 
 def test_concise_format_is_one_greppable_line_per_finding(capsys: pytest.CaptureFixture[str], fx: Path) -> None:
     draft = fx / "layouts" / "specforge-mha"
-    code, out, _ = cli(capsys, "verify", str(draft), "--target", str(fx / "targets" / "target-llama"))
+    code, _, _ = cli(capsys, "verify", str(draft), "--target", str(fx / "targets" / "target-llama"))
     code2, concise, _ = cli(
         capsys, "verify", str(draft), "--target", str(fx / "targets" / "target-llama"), "--format", "concise"
     )
