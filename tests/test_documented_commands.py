@@ -220,7 +220,9 @@ def test_the_documented_install_works(tmp_path: Path) -> None:
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
     branch = subprocess.run(["git", "branch", "-M", "main"], cwd=repo, capture_output=True)
     assert branch.returncode == 0
-    requirement = line.removeprefix("pip install ").strip('"').replace(f"git+{GITHUB_URL}", f"git+file://{repo}")
+    requirement = (
+        line.removeprefix("pip install ").strip('"').replace(f"git+{GITHUB_URL}", f"git+file://localhost{repo}")
+    )
     site = tmp_path / "site"
     result = subprocess.run(
         [
