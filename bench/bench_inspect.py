@@ -1,6 +1,10 @@
 """Benchmark: header reading and `inspect` on a sharded checkpoint with thousands of tensors.
 
-    .venv/bin/python bench/bench_inspect.py [--tensors 6000] [--shards 8] [--repeat 15]
+    .venv/bin/python bench/bench_inspect.py [--tensors 6000] [--shards 8] [--repeat 15] [--compare REV]
+
+With ``--compare REV`` the package as it was at git revision REV is exported to a temporary directory and
+`inspect --json` (stdout to a file) runs end to end from both trees, alternately, on the same checkpoint: a
+before/after ratio on one machine in one run.
 
 The checkpoint is header-only (sparse data), so the figures measure header parsing, validation and detection,
 which is all `inspect` does. Compared side by side in one run with the reference parser (`safetensors.safe_open`,
@@ -10,6 +14,7 @@ keys + metadata + every tensor's shape/dtype), reported as a ratio because machi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -69,6 +74,7 @@ def main() -> int:
     parser.add_argument("--tensors", type=int, default=6000)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--compare", metavar="REV", help="also time `inspect --json` of the package at REV")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = build(Path(tmp) / "draft", args.tensors, args.shards)
@@ -94,7 +100,50 @@ def main() -> int:
     print(f"ratio ours / reference:                            {ours / ref:.2f}")
     print(f"inspect_checkpoint + to_dict (library):            {full * 1000:.1f} ms")
     print(f"`eagle-convert inspect --json` end to end:         {cli * 1000:.0f} ms (process start included)")
+    if args.compare:
+        compare(args.compare, args.tensors, args.shards, max(3, args.repeat // 3))
     return 0
+
+
+def _cli_seconds(tree: Path, args: list[str], out: Path) -> float:
+    """One `python -m eagle_convert ...` run with ``tree`` first on the path, stdout to a file (not a terminal)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    with open(out, "wb") as f:
+        subprocess.run([sys.executable, "-m", "eagle_convert", *args], check=True, stdout=f, env=env, cwd=tree)
+    return time.perf_counter() - start
+
+
+def compare(rev: str, tensors: int, shards: int, repeat: int) -> None:
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        old.mkdir()
+        archive = subprocess.run(["git", "archive", rev, "eagle_convert"], cwd=root, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        ckpt = build(Path(tmp) / "draft", tensors, shards)
+        times: dict[str, list[float]] = {"before": [], "after": [], "start": []}
+        for _ in range(repeat):  # alternate, so load on the machine falls on both alike
+            times["before"].append(_cli_seconds(old, ["inspect", str(ckpt), "--json"], Path(tmp) / "before.json"))
+            times["after"].append(_cli_seconds(root, ["inspect", str(ckpt), "--json"], Path(tmp) / "after.json"))
+            times["start"].append(_cli_seconds(root, ["--version"], Path(tmp) / "version.txt"))
+        headers = median_seconds(lambda: open_checkpoint(ckpt), repeat)
+        same = _older_fields(Path(tmp) / "after.json") == json.loads((Path(tmp) / "before.json").read_text())
+        before, after, start = (statistics.median(times[k]) for k in ("before", "after", "start"))
+        print(f"compare: {tensors} tensors in {shards} shards, median of {repeat} alternating runs, stdout to a file")
+        print(f"  `inspect --json` at {rev}: {before:.2f} s   (runs: {' '.join(f'{t:.2f}' for t in times['before'])})")
+        print(f"  `inspect --json` now:       {after:.2f} s   (runs: {' '.join(f'{t:.2f}' for t in times['after'])})")
+        print(f"  process start (--version): {start:.2f} s; strict header read (library): {headers:.2f} s")
+        print(f"  now / before: {after / before:.2f}; now / (start + headers): {after / (start + headers):.2f}")
+        print(f"  same JSON document (the fields added since left out): {same}")
+
+
+def _older_fields(path: Path) -> dict[str, object]:
+    doc = json.loads(path.read_text())
+    for f in doc["findings"]:
+        f.pop("fixable", None)
+        f.pop("fix", None)
+    return dict(doc)
 
 
 if __name__ == "__main__":

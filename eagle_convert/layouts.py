@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 OUTER_PREFIXES = ("model.", "draft_model.", "eagle_module.")
 CANONICAL_LAYER_PREFIX = "midlayer."
@@ -93,7 +94,7 @@ class TensorName:
     def prefix(self) -> str:
         return self.outer + self.layer_prefix
 
-    @property
+    @cached_property
     def base(self) -> str:
         """The local name of the weight this tensor belongs to (a quantization scale maps to its weight)."""
         for suffix in QUANT_SUFFIXES:
@@ -113,7 +114,7 @@ class TensorName:
             or bool(FC_NORM_RE.fullmatch(self.local))
         )
 
-    @property
+    @cached_property
     def group(self) -> str:
         """The module a tensor belongs to, for grouping in reports (quantization scales join their weight)."""
         local = self.base
@@ -129,6 +130,7 @@ class TensorName:
         return "other"
 
 
+@lru_cache(maxsize=1 << 17)  # detection and the report's grouping both split every name of a checkpoint
 def split_name(name: str) -> TensorName:
     outer, rest = "", name
     while prefix := next((p for p in OUTER_PREFIXES if rest.startswith(p)), None):
