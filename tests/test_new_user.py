@@ -338,3 +338,22 @@ def test_push_dry_run_prints_the_exact_card(capsys: pytest.CaptureFixture[str], 
         "| fc_norm / norm_output / norm_before_fc / norm_before_residual | false / false / false / false |"
         in report.card
     )
+
+
+def test_the_demo_shows_the_training_progress(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """scripts/demo passes a log to trained_pair: the first run's minutes of training print a line every 100 steps."""
+    from fixtures import trained_pair as tp
+
+    heard: list[str] = []
+
+    def fake_build(out: Path, log: object = None) -> None:
+        assert callable(log)
+        log("target step 0: loss 5.545")
+        raise OSError("stop here: the plumbing is what is tested")
+
+    monkeypatch.setattr(tp, "build", fake_build)
+    with pytest.raises(OSError):
+        tp.trained_pair(tmp_path / "pair", log=heard.append)
+    assert heard == ["target step 0: loss 5.545"]
+    demo = (ROOT / "scripts" / "demo").read_text()
+    assert "trained_pair(log=" in demo and "about 2 minutes" not in demo
