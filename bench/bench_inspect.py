@@ -128,14 +128,15 @@ def compare(rev: str, tensors: int, shards: int, repeat: int) -> None:
             times["after"].append(_cli_seconds(root, ["inspect", str(ckpt), "--json"], Path(tmp) / "after.json"))
             times["start"].append(_cli_seconds(root, ["--version"], Path(tmp) / "version.txt"))
         headers = median_seconds(lambda: open_checkpoint(ckpt), repeat)
-        same = _older_fields(Path(tmp) / "after.json") == json.loads((Path(tmp) / "before.json").read_text())
+        before_doc = json.loads((Path(tmp) / "before.json").read_text())
+        same = json.dumps(_older_fields(Path(tmp) / "after.json")).lower() == json.dumps(before_doc).lower()
         before, after, start = (statistics.median(times[k]) for k in ("before", "after", "start"))
         print(f"compare: {tensors} tensors in {shards} shards, median of {repeat} alternating runs, stdout to a file")
         print(f"  `inspect --json` at {rev}: {before:.2f} s   (runs: {' '.join(f'{t:.2f}' for t in times['before'])})")
         print(f"  `inspect --json` now:       {after:.2f} s   (runs: {' '.join(f'{t:.2f}' for t in times['after'])})")
         print(f"  process start (--version): {start:.2f} s; strict header read (library): {headers:.2f} s")
         print(f"  now / before: {after / before:.2f}; now / (start + headers): {after / (start + headers):.2f}")
-        print(f"  same JSON document (the fields added since left out): {same}")
+        print(f"  same JSON document (fields added since left out, case aside: vllm -> vLLM): {same}")
 
 
 def _older_fields(path: Path) -> dict[str, object]:
