@@ -89,8 +89,8 @@ def _usage_error(exc: Exception) -> int | None:
 
     ctx = getattr(exc, "ctx", None)
     message = str(format_message())
-    if type(exc).__name__ == "NoArgsIsHelpError":  # `eagle-convert` alone: the help, as --help prints it
-        sys.stdout.write(message + "\n")
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `eagle-convert` alone: the help, on stderr, exit 2
+        sys.stderr.write(message + "\n")
         return exit_code
     command = ctx.command_path if ctx is not None else "eagle-convert"
     render_error(_one_line(message), f"run `{command} --help` to see its arguments and options")
