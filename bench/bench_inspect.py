@@ -128,6 +128,9 @@ def compare(rev: str, tensors: int, shards: int, repeat: int) -> None:
             times["after"].append(_cli_seconds(root, ["inspect", str(ckpt), "--json"], Path(tmp) / "after.json"))
             times["start"].append(_cli_seconds(root, ["--version"], Path(tmp) / "version.txt"))
         headers = median_seconds(lambda: open_checkpoint(ckpt), repeat)
+        doc = inspect_checkpoint(ckpt).to_dict()
+        indented = median_seconds(lambda: json.dumps(doc, indent=2, ensure_ascii=False), repeat)
+        one_line = median_seconds(lambda: json.dumps(doc, ensure_ascii=False, separators=(",", ":")), repeat)
         before_doc = json.loads((Path(tmp) / "before.json").read_text())
         same = json.dumps(_older_fields(Path(tmp) / "after.json")).lower() == json.dumps(before_doc).lower()
         before, after, start = (statistics.median(times[k]) for k in ("before", "after", "start"))
@@ -136,6 +139,7 @@ def compare(rev: str, tensors: int, shards: int, repeat: int) -> None:
         print(f"  `inspect --json` now:       {after:.2f} s   (runs: {' '.join(f'{t:.2f}' for t in times['after'])})")
         print(f"  process start (--version): {start:.2f} s; strict header read (library): {headers:.2f} s")
         print(f"  now / before: {after / before:.2f}; now / (start + headers): {after / (start + headers):.2f}")
+        print(f"  encoding the report: indented {indented:.2f} s (before), one line {one_line:.2f} s (now, piped)")
         print(f"  same JSON document (fields added since left out, case aside: vllm -> vLLM): {same}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 OUTER_PREFIXES = ("model.", "draft_model.", "eagle_module.")
 CANONICAL_LAYER_PREFIX = "midlayer."
@@ -94,7 +94,7 @@ class TensorName:
     def prefix(self) -> str:
         return self.outer + self.layer_prefix
 
-    @cached_property
+    @property
     def base(self) -> str:
         """The local name of the weight this tensor belongs to (a quantization scale maps to its weight)."""
         for suffix in QUANT_SUFFIXES:
@@ -114,7 +114,7 @@ class TensorName:
             or bool(FC_NORM_RE.fullmatch(self.local))
         )
 
-    @cached_property
+    @property
     def group(self) -> str:
         """The module a tensor belongs to, for grouping in reports (quantization scales join their weight)."""
         local = self.base
@@ -133,7 +133,8 @@ class TensorName:
 @lru_cache(maxsize=1 << 17)  # detection and the report's grouping both split every name of a checkpoint
 def split_name(name: str) -> TensorName:
     outer, rest = "", name
-    while prefix := next((p for p in OUTER_PREFIXES if rest.startswith(p)), None):
+    while rest.startswith(OUTER_PREFIXES):
+        prefix = next(p for p in OUTER_PREFIXES if rest.startswith(p))
         outer, rest = outer + prefix, rest[len(prefix) :]
     m = _LAYER_RE.fullmatch(rest)
     if m is None:

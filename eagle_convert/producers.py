@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from eagle_convert.config import DraftConfig
 from eagle_convert.layouts import TensorName
@@ -44,14 +45,21 @@ class Facts:
     shard_metadata: Mapping[str, str]
     has_pickle: bool
 
+    @cached_property
+    def _top_level(self) -> dict[str, str]:
+        """Local name -> full name of the first tensor of each name outside the decoder layer (built once)."""
+        found: dict[str, str] = {}
+        for n in self.names:
+            if n.layer is None:
+                found.setdefault(n.local, n.name)
+        return found
+
     def has_local(self, local: str) -> bool:
-        return any(n.local == local and n.layer is None for n in self.names)
+        return local in self._top_level
 
     def shape(self, local: str) -> tuple[int, ...] | None:
-        for n in self.names:
-            if n.local == local and n.layer is None:
-                return self.tensors[n.name].shape
-        return None
+        name = self._top_level.get(local)
+        return self.tensors[name].shape if name is not None else None
 
     @property
     def archs(self) -> frozenset[str]:

@@ -92,8 +92,7 @@ def render_rules_markdown() -> str:
         "|---|---|---|---|---|",
     ]
     lines += [
-        f"| [{r.id}](#{r.id.lower()}) | {r.name} | {r.severity} | {r.level} | "
-        f"{'yes' if r.fixable else ''} |"
+        f"| [{r.id}](#{r.id.lower()}) | {r.name} | {r.severity} | {r.level} | {'yes' if r.fixable else ''} |"
         for r in RULES.values()
     ]
     for r in RULES.values():
