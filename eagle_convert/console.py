@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich import box
 from rich.console import Console
@@ -16,10 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.findings import ENGINE_NAMES, Finding
-from eagle_convert.inspect_api import InspectReport
-from eagle_convert.normalize import NormalizeReport
 from eagle_convert.rules import RULES
-from eagle_convert.verify_report import TENSOR_VALUES, VerifyReport
+from eagle_convert.verify_report import TENSOR_VALUES
+
+if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them
+    from eagle_convert.inspect_api import InspectReport
+    from eagle_convert.normalize import NormalizeReport
+    from eagle_convert.verify_report import VerifyReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -47,36 +50,6 @@ def stdout_console() -> Console:
 def plain(value: object) -> str:
     """A value as people read it in this tool's output: JSON's true/false/null, not Python's True/False/None."""
     return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
-
-
-def write_json(doc: dict[str, Any]) -> None:
-    write_json_value(doc)
-
-
-def write_json_value(value: Any) -> None:
-    """Indented for a person at a terminal; one line otherwise (a pipe, a file), which is also json's fast C
-    encoder: the indenting encoder is pure Python and cost seconds on a 20,000-tensor table."""
-    if sys.stdout.isatty():
-        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
-
-
-@contextmanager
-def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
-    """With ``--json``, bad input still gives one JSON object on stdout (schemas/error.schema.json), as
-    ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
-    from eagle_convert import __version__
-    from eagle_convert.errors import EagleConvertError
-
-    try:
-        yield
-    except EagleConvertError as exc:
-        if enabled:
-            error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-            doc = {"schema_version": 1, "tool_version": __version__, "command": command, "path": str(path)}
-            write_json({**doc, "status": "error", "error": error})
-        raise
 
 
 def _human_bytes(n: int) -> str:

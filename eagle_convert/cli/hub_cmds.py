@@ -23,7 +23,7 @@ def pull(
     as_json: bool = typer.Option(False, "--json", help="Write the file list (with sha256) as JSON."),
 ) -> None:
     """Download only what a draft needs, check sizes and sha256 against the Hub, then validate it."""
-    from eagle_convert.console import write_json
+    from eagle_convert.json_output import write_json
     from eagle_convert.publish import pull_checkpoint
 
     report = pull_checkpoint(repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force)
@@ -56,7 +56,7 @@ def push(
     as_json: bool = typer.Option(False, "--json", help="Write the push report as JSON."),
 ) -> None:
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
-    from eagle_convert.console import write_json
+    from eagle_convert.json_output import write_json
     from eagle_convert.publish import push_checkpoint
 
     report = push_checkpoint(

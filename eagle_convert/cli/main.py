@@ -48,8 +48,6 @@ hub_cmds.register(app)
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; typed errors and usage errors become `Error:`/`Hint:` lines on stderr and their exit code."""
-    from eagle_convert.console import render_error
-
     try:
         code = app(args=argv, prog_name="eagle-convert", standalone_mode=False)
     except SystemExit as exc:
@@ -57,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except EagleConvertError as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        render_error(exc.message, exc.hint)
+        _render_error(exc.message, exc.hint)
         return exc.exit_code
     except typer.Abort:
-        render_error("aborted", None)
+        _render_error("aborted", None)
         return 1
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
@@ -68,12 +66,18 @@ def main(argv: list[str] | None = None) -> int:
         usage = _usage_error(exc)
         if usage is not None:
             return usage
-        render_error(
+        _render_error(
             f"internal error: {type(exc).__name__}: {exc}",
             f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it",
         )
         return EXIT_INTERNAL
     return code if isinstance(code, int) else 0
+
+
+def _render_error(message: str, hint: str | None) -> None:
+    from eagle_convert.console import render_error  # imported on error only: a --json run never loads rich
+
+    render_error(message, hint)
 
 
 def _usage_error(exc: Exception) -> int | None:
@@ -85,15 +89,13 @@ def _usage_error(exc: Exception) -> int | None:
     exit_code = getattr(exc, "exit_code", None)
     if not callable(format_message) or not isinstance(exit_code, int):
         return None
-    from eagle_convert.console import render_error
-
     ctx = getattr(exc, "ctx", None)
     message = str(format_message())
     if type(exc).__name__ == "NoArgsIsHelpError":  # `eagle-convert` alone: the help, on stderr, exit 2
         sys.stderr.write(message + "\n")
         return exit_code
     command = ctx.command_path if ctx is not None else "eagle-convert"
-    render_error(_one_line(message), f"run `{command} --help` to see its arguments and options")
+    _render_error(_one_line(message), f"run `{command} --help` to see its arguments and options")
     return exit_code
 
 

@@ -94,7 +94,8 @@ def normalize(
     dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--aux-convention auto: compute precision."),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
-    from eagle_convert.console import json_errors, progress_bar, render_normalize, stdout_console, write_json
+    from eagle_convert.console import progress_bar, render_normalize, stdout_console
+    from eagle_convert.json_output import json_errors, write_json
     from eagle_convert.normalize import normalize_checkpoint
 
     limit = parse_size(max_shard_size) if max_shard_size else None

@@ -23,7 +23,8 @@ def rules(
     from rich.table import Table
     from rich.text import Text
 
-    from eagle_convert.console import stdout_console, write_json_value
+    from eagle_convert.console import stdout_console
+    from eagle_convert.json_output import write_json_value
     from eagle_convert.rules import RULES, find_rule
 
     chosen = [find_rule(c) for c in codes] if codes else list(RULES.values())
@@ -49,7 +50,7 @@ def rule(
     """Explain one rule: what it means, its severity and level, and how to fix a finding."""
     from dataclasses import asdict
 
-    from eagle_convert.console import write_json_value
+    from eagle_convert.json_output import write_json_value
     from eagle_convert.rules import find_rule
 
     found = find_rule(code)

@@ -1,0 +1,42 @@
+"""JSON on stdout for machines (plain writes, never through rich): light to import, so `--json` runs skip the
+rich rendering stack entirely."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["json_errors", "write_json", "write_json_value"]
+
+
+def write_json(doc: dict[str, Any]) -> None:
+    write_json_value(doc)
+
+
+def write_json_value(value: Any) -> None:
+    """Indented for a person at a terminal; one line otherwise (a pipe, a file), which is also json's fast C
+    encoder: the indenting encoder is pure Python and cost seconds on a 20,000-tensor table."""
+    if sys.stdout.isatty():
+        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+@contextmanager
+def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
+    """With ``--json``, bad input still gives one JSON object on stdout (schemas/error.schema.json), as
+    ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
+    from eagle_convert import __version__
+    from eagle_convert.errors import EagleConvertError
+
+    try:
+        yield
+    except EagleConvertError as exc:
+        if enabled:
+            error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+            doc = {"schema_version": 1, "tool_version": __version__, "command": command, "path": str(path)}
+            write_json({**doc, "status": "error", "error": error})
+        raise
