@@ -15,6 +15,7 @@ from typing import Any
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec
+from eagle_convert.engines import EngineView
 from eagle_convert.errors import InputError
 from eagle_convert.expected import Expected
 from eagle_convert.mapping import map_key
@@ -23,16 +24,6 @@ from eagle_convert.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.verify_report import VerifyFinding
 
 CONFIG = "config.json"
-SGLANG_ARCHITECTURES = frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"})
-VLLM_ARCHITECTURES = frozenset(
-    {
-        "LlamaForCausalLMEagle3",
-        "Eagle3LlamaForCausalLM",
-        "Eagle3DeepseekV2ForCausalLM",
-        "Eagle3Speculator",
-        "Eagle3DraftModel",
-    }
-)
 MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 # Config fields whose null value strict config classes reject (FORMATS.md section 8, item 15).
 TYPED_FIELDS = (
@@ -55,11 +46,12 @@ class Context:
     ckpt: Checkpoint
     spec: DraftSpec
     target: TargetConfig | None
-    engines: tuple[str, ...]
+    engines: tuple[str, ...]  # engine names ("vllm", "sglang") of the selected releases
     strict: bool
     expected: dict[str, Expected]
     canonical: dict[str, str] = field(default_factory=dict)  # canonical name -> stored tensor name
     unplaced: list[str] = field(default_factory=list)  # stored names no layout table places
+    views: list[EngineView] = field(default_factory=list)  # what each selected release builds from the config
 
     @property
     def cfg(self) -> dict[str, Any]:
@@ -155,41 +147,6 @@ def _draft_class(ctx: Context) -> str:
     return "Eagle3DeepseekV2ForCausalLM" if ctx.spec.attention == "mla" else "LlamaForCausalLMEagle3"
 
 
-def _vllm_accepts(ctx: Context, arch: str) -> bool:
-    return arch in VLLM_ARCHITECTURES or f"Eagle3{arch}" in VLLM_ARCHITECTURES or "speculators_model_type" in ctx.cfg
-
-
-@check("EC012")
-def _accepted(ctx: Context) -> list[VerifyFinding]:
-    archs = ctx.spec.config.architectures
-    out = []
-    if (
-        "sglang" in ctx.engines
-        and not set(archs) & SGLANG_ARCHITECTURES
-        and not all(_TARGET_CLASS.match(a) for a in archs or ("",))
-    ):
-        out.append(
-            cfg_finding(
-                "EC012",
-                f"SGLang has no draft class for architectures {list(archs)}",
-                "architectures",
-                expected=_draft_class(ctx),
-                actual=list(archs),
-            )
-        )
-    if "vllm" in ctx.engines and not any(_vllm_accepts(ctx, a) for a in archs):
-        out.append(
-            cfg_finding(
-                "EC012",
-                f"vLLM has no EAGLE3 draft class for architectures {list(archs)}",
-                "architectures",
-                expected=_draft_class(ctx),
-                actual=list(archs),
-            )
-        )
-    return out
-
-
 @check("EC013")
 def _mla_model_type(ctx: Context) -> list[VerifyFinding]:
     mt = ctx.spec.config.model_type
@@ -229,50 +186,21 @@ def _layer_prefix(ctx: Context) -> list[VerifyFinding]:
 # ---- aux layers ------------------------------------------------------------------------------------------------------
 
 
-@check("EC105")
-def _ids_in_range(ctx: Context) -> list[VerifyFinding]:
-    n = ctx.spec.target.num_hidden_layers
-    if n is None:
-        return []
-    out = []
-    for engine, read in ctx.spec.aux.engines.items():
-        picked = read.hidden_state_indices
-        if engine not in ctx.engines or not picked or read.ids is None:
-            continue
-        top = n if engine == "vllm" else n - 1  # SGLang captures before a layer runs: hs[N] is out of reach
-        bad = [j for j in picked if not 1 <= j <= top]
-        if bad:
-            key = (
-                "eagle_aux_hidden_state_layer_ids"
-                if read.ids_from == "top-level"
-                else "eagle_config.eagle_aux_hidden_state_layer_ids"
-            )
-            out.append(
-                cfg_finding(
-                    "EC105",
-                    f"{engine} would select hs{picked}; {bad} are outside hs[1..{top}] it "
-                    f"can capture from a {n}-layer target",
-                    key,
-                    expected=f"1..{top}",
-                    actual=bad,
-                )
-            )
-    return out
-
-
 @check("EC109")
 def _ids_location(ctx: Context) -> list[VerifyFinding]:
     aux = ctx.spec.aux
-    if "sglang" not in ctx.engines or aux.location != "top-level":
+    if aux.location != "top-level":
         return []
     return [
         cfg_finding(
             "EC109",
-            f"aux-layer ids {aux.ids} are only at the top level: SGLang reads "
-            "eagle_config.eagle_aux_hidden_state_layer_ids and would capture its defaults",
+            f"aux-layer ids {aux.ids} are only at the top level: {view.release} does not read them there and "
+            f"captures {'hs' + str(view.hidden_state_indices) if view.hidden_state_indices else 'its defaults'}",
             "eagle_aux_hidden_state_layer_ids",
             actual=aux.ids,
         )
+        for view in ctx.views
+        if view.ids_from == "defaults"
     ]
 
 
@@ -397,18 +325,6 @@ def _unexpected(ctx: Context) -> list[VerifyFinding]:
                 severity=severity,
             )
         )
-    if "sglang" in ctx.engines:
-        for name in ("midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight"):
-            if name in ctx.canonical:
-                out.append(
-                    tensor_finding(
-                        ctx,
-                        "EC302",
-                        f"{name}: SGLang's draft layer has no q/k norm and ignores it silently (vLLM applies it)",
-                        name,
-                        severity="warning",
-                    )
-                )
     return out
 
 

@@ -11,10 +11,12 @@ from eagle_convert import __version__
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import resolve_engines
 from eagle_convert.findings import Finding
 from eagle_convert.hub import open_source
 from eagle_convert.layouts import split_name
 from eagle_convert.rules import finding
+from eagle_convert.truth import engines_json, gate_findings, views
 
 SCHEMA_VERSION = 1
 
@@ -72,7 +74,7 @@ class InspectReport:
                 "evidence": aux.evidence,
                 "hidden_state_indices": aux.hidden_state_indices,
                 "readings": aux.readings,
-                "engines": {name: asdict(read) for name, read in aux.engines.items()},
+                "engines": engines_json(spec),
             },
             "num_aux_hidden_states": spec.num_aux_hidden_states,
             "num_aux_hidden_states_source": spec.num_aux_source,
@@ -149,4 +151,5 @@ def inspect_checkpoint(
         )
     elif ckpt.weight_format == "none":
         found.append(finding("EC004", "no weight files: config only"))
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings)
+    gate = gate_findings(spec, ckpt.tensors, views(spec, resolve_engines("both")))
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate)

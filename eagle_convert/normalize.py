@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states, engine_reads, sglang_ids_for
+from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
+from eagle_convert.engines import FAMILY_MODEL_TYPE, eagle_config_ids_for, engine_view, resolve_engines
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
@@ -210,12 +211,13 @@ def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], 
         diff = {k: (want[k], got[k]) for k in got if got[k] != want[k]}
         raise RuntimeError(f"normalize wrote a draft that reads differently from the plan {diff}; nothing was kept")
     if sem.hidden_states is not None and family is not None:
-        reads = engine_reads(spec.aux.top_level_ids, spec.aux.eagle_config_ids, family, None)
-        for engine in engines:
-            read = reads[engine]
-            if read.ids is None or read.hidden_state_indices != sem.hidden_states:
+        for release in resolve_engines(",".join(engines)):
+            view = engine_view(
+                release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=None
+            )
+            if view.ids is None or view.hidden_state_indices != sem.hidden_states:
                 raise RuntimeError(
-                    f"{engine} would select hs{read.hidden_state_indices} from the written config, "
+                    f"{release.name} would select hs{view.hidden_state_indices} from the written config, "
                     f"not hs{sem.hidden_states}; nothing was kept"
                 )
 
@@ -326,7 +328,9 @@ def _resolve(
                 path=src,
                 hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
             )
-        found = sglang_ids_for(hidden, family)
+        found = eagle_config_ids_for(
+            "sglang", hidden, target.text_model_type if target else FAMILY_MODEL_TYPE.get(family), None
+        )
         if found is None:
             raise NormalizeRefused(
                 f"SGLang's rule for {family} targets cannot select hs{hidden}",
@@ -340,13 +344,19 @@ def _resolve(
     lm_head = next((t for n, t in ckpt.tensors.items() if _local(n) == "lm_head.weight"), None)
     draft_vocab = d.draft_vocab_size if d.draft_vocab_size is not None else (lm_head.shape[0] if lm_head else None)
     stash = flatten_source(ckpt.config or {})[1]
-    provenance: dict[str, Any] = {
-        "version": __version__,
-        "profile": profile,
+    prior = (ckpt.config or {}).get(PROVENANCE_KEY)
+    origin = {
         "source_producer": spec.producer,
         "source_layout": spec.layer_prefix,
         "source_convention": aux.convention,
         "source_ids": {"top-level": aux.top_level_ids, "eagle_config": aux.eagle_config_ids},
+    }
+    if isinstance(prior, dict):  # normalizing a normalized draft: the original source stays on record
+        origin.update({k: prior[k] for k in origin if k in prior})
+    provenance: dict[str, Any] = {
+        "version": __version__,
+        "profile": profile,
+        **origin,
         "hidden_state_indices": hidden,
         "target_family": family,
         "aux_conventions": {"top-level": "input-to", "eagle_config": sglang_convention},
@@ -354,7 +364,9 @@ def _resolve(
     if stash:
         provenance["speculators"] = stash
     if target is not None:
-        provenance["verifier"] = {"name_or_path": target.source.removesuffix("/config.json"), "architectures": []}
+        hub_id = _hub_id(target.name_or_path)
+        # a Hub id or nothing: never the local path the target was read from
+        provenance["verifier"] = {"name_or_path": hub_id, "architectures": list(target.architectures)}
     sem = Semantics(
         attention=spec.attention,
         num_aux_hidden_states=spec.num_aux_hidden_states,
@@ -371,6 +383,14 @@ def _resolve(
         speculators_stash=stash,
     )
     return sem, findings
+
+
+def _hub_id(name: str | None) -> str | None:
+    """``owner/name`` when ``name`` is a Hub id; None for a local path or nothing."""
+    if not name or name.startswith((".", "/", "~")):
+        return None
+    ref = parse_repo_ref(name)
+    return ref[0] if ref else None
 
 
 def _local(name: str) -> str:

@@ -413,6 +413,13 @@ _RULES = (
         "error",
         "The reference target disagrees with transformers on these tokens: the probe's numbers cannot be trusted.",
     ),
+    Rule(
+        "EC211",
+        "engine-flag-misread",
+        "error",
+        "An engine release builds the draft with a flag or fc width (fc_norm, norm_before_fc, norm_before_residual, "
+        "K) other than the weights need.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -430,6 +437,7 @@ FIXED_BY_NORMALIZE = frozenset(
         "EC202",
         "EC204",
         "EC208",
+        "EC211",
         "EC403",
         "EC405",
         "EC501",

@@ -16,14 +16,15 @@ from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.checks import STATIC_CHECKS, Context, map_names
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import resolve_engines
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.expected import expected_tensors
 from eagle_convert.findings import SEVERITIES, Finding
 from eagle_convert.hub import HubStore, open_source
 from eagle_convert.rules import LEVELS, RULES
+from eagle_convert.truth import gate_findings, views
 from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
 
-ENGINES = {"both": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
 FAIL_LEVELS = ("error", "warning")
 # Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
 STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
@@ -143,8 +144,7 @@ def verify_checkpoint(
 
     The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
     ``probe_progress(what, done, total)`` hears of the target layers run in the probe's long parts."""
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    releases = resolve_engines(engine)
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
     if level == "target" and target is None:
@@ -154,7 +154,7 @@ def verify_checkpoint(
     if fail_level not in FAIL_LEVELS:
         raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
-    engines = ENGINES[engine]
+    engines = tuple(dict.fromkeys(r.engine for r in releases))
     ckpt = open_source(path, token)
     if ckpt.revision is not None and level != "static":
         raise UsageError(
@@ -166,7 +166,8 @@ def verify_checkpoint(
     target_cfg = TargetConfig.from_path(target) if target is not None else None
     spec = detect(ckpt, target_cfg)
     canonical, unplaced = map_names(ckpt, spec)
-    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced)
+    chosen_views = views(spec, releases)
+    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced, chosen_views)
     depth = LEVELS.index(level)
 
     def enabled(rule_id: str) -> bool:
@@ -174,9 +175,7 @@ def verify_checkpoint(
 
     found: list[VerifyFinding] = []
     notes = [Finding(n.rule_id, n.severity, n.message) for n in ckpt.notes]
-    for f in notes + spec.findings:
-        if f.engine is not None and f.engine not in engines:
-            continue
+    for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
         file, pointer = _pointer(spec, ckpt, f)
         found.append(VerifyFinding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
     if ckpt.weight_format == "pickle":
