@@ -128,10 +128,10 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
     if by_producer is not None and trusted:
         evidence.append(f"producer {inp.producer} (detected with high confidence) writes {by_producer} ids")
         return ConventionCall(by_producer, "medium", evidence)
-    if inp.location == "eagle_config" and by_producer != "input-to":
+    if inp.location == "eagle_config" and by_producer == "output-of":
         evidence.append(
-            "ids only in eagle_config: every producer that writes this layout (SpecForge, TorchSpec, ModelOpt, "
-            "AngelSlim) writes output-of ids"
+            f"ids only in eagle_config, the layout {inp.producer} writes (with output-of ids), although the "
+            "producer was detected with low confidence"
         )
         return ConventionCall("output-of", "medium", evidence)
     evidence.append(

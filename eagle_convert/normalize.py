@@ -188,13 +188,16 @@ def normalize_checkpoint(
     )
     if not dry_run:
         files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
-        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile])
+        n = target_cfg.num_hidden_layers if target_cfg else None
+        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n)
         write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
         report.written = True
     return report
 
 
-def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], tmp: Path) -> None:
+def _check_output(
+    sem: Semantics, family: str | None, engines: tuple[str, ...], num_layers: int | None, tmp: Path
+) -> None:
     """Re-read the written draft before it is committed: it must mean exactly what the plan resolved."""
     spec = detect(open_checkpoint(tmp))
     got = {
@@ -212,9 +215,8 @@ def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], 
         raise RuntimeError(f"normalize wrote a draft that reads differently from the plan {diff}; nothing was kept")
     if sem.hidden_states is not None and family is not None:
         for release in resolve_engines(",".join(engines)):
-            view = engine_view(
-                release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=None
-            )
+            n = num_layers or max(sem.hidden_states) + 1  # the least N that holds every trained state
+            view = engine_view(release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=n)
             if view.ids is None or view.hidden_state_indices != sem.hidden_states:
                 raise RuntimeError(
                     f"{release.name} would select hs{view.hidden_state_indices} from the written config, "

@@ -132,7 +132,7 @@ _RULES = (
     ),
     Rule("EC203", "norm-before-fc-flag-weights", "error", "norm_before_fc and input_norm.weight disagree."),
     Rule(
-        "EC204", "norm-before-fc-hidden", "warning", "norm_before_fc is only in eagle_config, where only vLLM reads it."
+        "EC204", "norm-before-fc-hidden", "warning", "The weights have input_norm but an engine release does not build it."
     ),
     Rule("EC205", "exclusive-norms", "error", "fc_norm and norm_before_fc are both on; they are mutually exclusive."),
     Rule(

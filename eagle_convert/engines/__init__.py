@@ -182,6 +182,9 @@ def eagle_config_ids_for(
     from eagle_convert.engines.model import IDS_KEY
 
     wanted = sorted(set(hidden_states))
+    # N unknown: take the smallest N that has every wanted state below it; output-of ids (max = max(wanted) - 1)
+    # never equal N, so rules keyed on "max id == N" read them the same for any larger N
+    num_layers = num_layers or max(wanted) + 1
     for convention, shift in (("output-of", -1), ("input-to", 0)):
         ids = [j + shift for j in wanted]
         if min(ids) < 0:
@@ -189,6 +192,7 @@ def eagle_config_ids_for(
         view = engine_view(
             release, {"eagle_config": {IDS_KEY: ids}}, target_model_type=target_model_type, target_num_layers=num_layers
         )
-        if view.ids_from == "eagle_config" and view.hidden_state_indices == wanted and not view.problems:
+        capture_problems = [p for p in view.problems if not p.startswith("no EAGLE3 draft class")]
+        if view.ids_from == "eagle_config" and view.hidden_state_indices == wanted and not capture_problems:
             return ids, convention
     return None

@@ -95,7 +95,9 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
             msg = f"{rel} {does} from this config: {lost}; the weights need {key} on"
         else:
             msg = f"{rel} turns {key} on but the weights have no {what}: it would run an unloaded norm"
-        out.append(finding("EC211", msg + _fix(True), subject=key, expected=needed, actual=built, engine=rel))
+        rule = "EC204" if key == "norm_before_fc" and needed else "EC211"
+        out.append(finding(rule, msg + _fix(built is False and view.attention != "mla"), subject=key, expected=needed,
+                           actual=built, engine=rel))
     if view.use_aux_hidden_state and view.num_aux_hidden_states is not None and truth.num_aux_source.startswith("fc"):
         if view.num_aux_hidden_states != truth.num_aux:
             out.append(
