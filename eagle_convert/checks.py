@@ -200,7 +200,7 @@ def _ids_location(ctx: Context) -> list[VerifyFinding]:
             actual=aux.ids,
         )
         for view in ctx.views
-        if view.ids_from == "defaults"
+        if view.ids_from == "defaults" and view.hidden_state_indices != aux.hidden_state_indices
     ]
 
 

@@ -466,7 +466,9 @@ def _aux_layers(
         location_used = "top-level" if top else "eagle_config"
         if isinstance(conventions, dict) and conventions.get(location_used) in CONVENTIONS:
             recorded = conventions[location_used]
-    paired = bool(top and nested and top != nested and to_hidden_states(top, "input-to") == to_hidden_states(nested, "output-of"))
+    paired = bool(
+        top and nested and top != nested and to_hidden_states(top, "input-to") == to_hidden_states(nested, "output-of")
+    )
     n = target.num_hidden_layers
     call = decide_convention(
         ConventionInputs(ids, producer, confidence, user_convention, recorded, n, location=location, paired=paired)

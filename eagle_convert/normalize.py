@@ -17,10 +17,16 @@ from typing import Any
 
 from eagle_convert import __version__
 from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
-from eagle_convert.engines import FAMILY_MODEL_TYPE, eagle_config_ids_for, engine_view, resolve_engines
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import (
+    FAMILY_MODEL_TYPE,
+    draft_architecture,
+    eagle_config_ids_for,
+    engine_view,
+    resolve_engines,
+)
 from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
 from eagle_convert.findings import Finding
 from eagle_convert.hub import parse_repo_ref
@@ -216,7 +222,9 @@ def _check_output(
     if sem.hidden_states is not None and family is not None:
         for release in resolve_engines(",".join(engines)):
             n = num_layers or max(sem.hidden_states) + 1  # the least N that holds every trained state
-            view = engine_view(release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=n)
+            view = engine_view(
+                release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=n
+            )
             if view.ids is None or view.hidden_state_indices != sem.hidden_states:
                 raise RuntimeError(
                     f"{release.name} would select hs{view.hidden_state_indices} from the written config, "
@@ -320,6 +328,14 @@ def _resolve(
                     subject="eagle_aux_hidden_state_layer_ids",
                 )
             )
+    qk_norm = any(_local(n).endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ckpt.tensors)
+    if qk_norm and draft_architecture(spec.attention, qk_norm) is None and profile in ("portable", "sglang"):
+        raise NormalizeRefused(
+            "the draft has q/k norm weights: SGLang's draft classes have none (it would drop them), and vLLM loads "
+            "them only as Eagle3Qwen3ForCausalLM",
+            path=src,
+            hint="use --profile vllm (writes architectures Eagle3Qwen3ForCausalLM)",
+        )
     if len(set(aux.ids or [])) != len(aux.ids or []):
         raise NormalizeRefused(f"aux-layer ids {aux.ids} repeat a layer; the engines capture each layer once", path=src)
     sglang_ids, sglang_convention = None, None
@@ -383,6 +399,7 @@ def _resolve(
         sglang_ids=sglang_ids,
         provenance=provenance,
         speculators_stash=stash,
+        qk_norm=qk_norm,
     )
     return sem, findings
 

@@ -132,7 +132,10 @@ _RULES = (
     ),
     Rule("EC203", "norm-before-fc-flag-weights", "error", "norm_before_fc and input_norm.weight disagree."),
     Rule(
-        "EC204", "norm-before-fc-hidden", "warning", "The weights have input_norm but an engine release does not build it."
+        "EC204",
+        "norm-before-fc-hidden",
+        "warning",
+        "The weights have input_norm but an engine release does not build it.",
     ),
     Rule("EC205", "exclusive-norms", "error", "fc_norm and norm_before_fc are both on; they are mutually exclusive."),
     Rule(

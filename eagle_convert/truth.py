@@ -27,7 +27,9 @@ def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
     fc_norm_weights = any(
         n.layer is None and (FC_NORM_RE.fullmatch(n.local) or n.local in LEGACY_FC_NORM_NAMES) for n in names
     )
-    qk = tuple(sorted(n.name for n in names if n.local.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight"))))
+    qk = tuple(
+        sorted(n.name for n in names if n.local.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")))
+    )
     return DraftTruth(
         hidden_states=spec.aux.hidden_state_indices,
         convention=spec.aux.convention,
@@ -40,6 +42,7 @@ def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
         qk_norm_tensors=qk,
         attention=spec.attention,
         has_weights=has_weights,
+        num_layers=len({n.layer for n in names if n.layer is not None}) or 1,
     )
 
 

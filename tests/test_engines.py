@@ -58,7 +58,9 @@ def test_vllm_v2_never_reads_eagle_config_ids() -> None:
     # eagle_config["layer_ids"]; eagle_config["eagle_aux_hidden_state_layer_ids"] is not among them.
     v = engine_view("vllm@0.33", nested([1, 15, 28]), target_model_type="llama", target_num_layers=32)
     assert (v.ids_from, v.ids, v.hidden_state_indices) == ("defaults", None, [2, 16, 29])
-    v = engine_view("vllm@0.33", {"eagle_config": {"layer_ids": [3, 9]}}, target_model_type="llama", target_num_layers=32)
+    v = engine_view(
+        "vllm@0.33", {"eagle_config": {"layer_ids": [3, 9]}}, target_model_type="llama", target_num_layers=32
+    )
     assert (v.ids_from, v.hidden_state_indices) == ("eagle_config.layer_ids", [3, 9])
     assert hs("vllm@0.33", {"target_layer_ids": [1, 5]}) == [2, 6]
 
@@ -118,11 +120,15 @@ def test_capture_rule(release: str, model_type: str, n: int, ids: list[int], exp
 def test_boundary_n_reach() -> None:
     # hs[N] is reachable on gemma3 (SG/models/gemma3_causal.py:668-672) and gpt_oss (:725-738), not on llama
     # (the loop of SG/models/llama.py:485-494 covers layers 0..N-1) nor on 0.5.16's gpt_oss (loop 689-697).
-    assert not engine_view("sglang@0.5.23", nested([1, 29, 61]), target_model_type="gemma3_text", target_num_layers=62).problems
+    assert not engine_view(
+        "sglang@0.5.23", nested([1, 29, 61]), target_model_type="gemma3_text", target_num_layers=62
+    ).problems
     assert engine_view("sglang@0.5.23", nested([1, 15, 31]), target_model_type="llama", target_num_layers=32).problems
     assert engine_view("sglang@0.5.16", nested([1, 17, 35]), target_model_type="gpt_oss", target_num_layers=36).problems
     # DeepSeek packer needs exactly len(ids) states (SG/layers/aux_hidden_states.py:84-90): repeats fail
-    assert engine_view("sglang@0.5.23", nested([1, 29, 29]), target_model_type="deepseek_v3", target_num_layers=61).problems
+    assert engine_view(
+        "sglang@0.5.23", nested([1, 29, 29]), target_model_type="deepseek_v3", target_num_layers=61
+    ).problems
     # gemma2 has no set_eagle3_layers_to_capture (attention_backend_setup.py:55-60)
     v = engine_view("sglang@0.5.23", nested([1, 2, 3]), target_model_type="gemma2", target_num_layers=26)
     assert v.hidden_state_indices is None and v.problems
@@ -139,8 +145,11 @@ def test_boundary_n_reach() -> None:
         ("Eagle3Qwen3ForCausalLM", "qwen3_eagle3.Eagle3Qwen3ForCausalLM", None),  # VL registry.py:705
         ("DeepseekV3ForCausalLM", "deepseek_eagle3.Eagle3DeepseekV2ForCausalLM", None),  # registry.py:713; SG: NextN
         ("MiniMaxM2ForCausalLM", "llama_eagle3.Eagle3LlamaForCausalLM", None),  # registry.py:701
-        ("Eagle3DeepseekV2ForCausalLM", "deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
-         "kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM"),
+        (
+            "Eagle3DeepseekV2ForCausalLM",
+            "deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
+            "kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM",
+        ),
         ("Qwen3MoeForCausalLMEagle3", None, None),  # ends with Eagle3: not rewritten, not registered
     ],
 )
@@ -152,16 +161,19 @@ def test_architecture_routing(arch: str, vllm_class: str | None, sglang_class: s
 
 def test_qk_norm_only_in_the_qwen3_class() -> None:
     # VL llama_eagle3 builds LlamaAttention (no q/k norm); qwen3_eagle3 uses Qwen3DecoderLayer
-    llama = engine_view("vllm@0.33", {"architectures": ["LlamaForCausalLMEagle3"]}, target_model_type=None,
-                        target_num_layers=None)
-    qwen3 = engine_view("vllm@0.33", {"architectures": ["Eagle3Qwen3ForCausalLM"]}, target_model_type=None,
-                        target_num_layers=None)
+    llama = engine_view(
+        "vllm@0.33", {"architectures": ["LlamaForCausalLMEagle3"]}, target_model_type=None, target_num_layers=None
+    )
+    qwen3 = engine_view(
+        "vllm@0.33", {"architectures": ["Eagle3Qwen3ForCausalLM"]}, target_model_type=None, target_num_layers=None
+    )
     assert (llama.qk_norm, llama.unknown_tensors, qwen3.qk_norm) == (False, "refused", True)
 
 
 def flags(release: str, raw: dict[str, Any]) -> tuple[bool, bool, bool]:
-    v = engine_view(release, {"architectures": ["LlamaForCausalLMEagle3"], **raw}, target_model_type=None,
-                    target_num_layers=None)
+    v = engine_view(
+        release, {"architectures": ["LlamaForCausalLMEagle3"], **raw}, target_model_type=None, target_num_layers=None
+    )
     return v.fc_norm, v.norm_before_fc, v.norm_before_residual
 
 
@@ -182,8 +194,9 @@ def test_flag_reading_per_release() -> None:
 
 def test_k_sources() -> None:
     def k(release: str, raw: dict[str, Any], arch: str = "LlamaForCausalLMEagle3") -> int | None:
-        return engine_view(release, {"architectures": [arch], **raw}, target_model_type=None,
-                           target_num_layers=None).num_aux_hidden_states
+        return engine_view(
+            release, {"architectures": [arch], **raw}, target_model_type=None, target_num_layers=None
+        ).num_aux_hidden_states
 
     # VL llama_eagle3.py:209-216: num_aux_hidden_states, then len(eagle_config ids), then 3 (top level unused)
     assert k("vllm@0.33", {IDS: [1, 2, 3, 4]}) == 3
@@ -192,3 +205,14 @@ def test_k_sources() -> None:
     assert k("vllm@0.33", {"num_aux_layers": 2, "num_aux_hidden_states": 5}, "Eagle3Qwen3ForCausalLM") == 2
     # SG kimi_k25_eagle3.py:48-59: ids only, eagle_config then top level; [] gives 0
     assert k("sglang@0.5.23", {"num_aux_hidden_states": 3, IDS: [1, 2, 3, 4]}, "Eagle3DeepseekV2ForCausalLM") == 4
+
+
+def test_formats_md_engine_tables_are_generated_from_the_records() -> None:
+    from pathlib import Path
+
+    from eagle_convert.engines.docs import splice
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
+    assert doc == splice(doc), "docs/formats.md drifted: run `python -m eagle_convert.engines.docs docs/formats.md`"
+    for name in RELEASES:
+        assert f"#### `{name}`" in doc

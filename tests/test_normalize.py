@@ -12,8 +12,8 @@ import torch
 from jsonschema import Draft202012Validator
 from safetensors.torch import load_file
 
-from eagle_convert.engines import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from eagle_convert.checkpoint import open_checkpoint
+from eagle_convert.engines import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from eagle_convert.errors import InputError
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize import NormalizeRefused, normalize_checkpoint

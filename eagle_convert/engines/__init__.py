@@ -63,7 +63,8 @@ def resolve_engines(spec: str) -> list[Release]:
         else:
             raise UsageError(
                 f"unknown engine {item!r}",
-                hint="choose sglang, vllm, both, all or one of " + ", ".join(RELEASES)
+                hint="choose sglang, vllm, both, all or one of "
+                + ", ".join(RELEASES)
                 + " (`eagle-convert engines` lists them)",
             )
         out += [r for r in chosen if r not in out]
@@ -128,11 +129,19 @@ def engine_view(
         top = n if capture.can_capture_n else (n - 1 if n is not None else None)
         reachable = [0, top] if top is not None else None
         if capture.rule == "no capture":
-            problems.append(f"the target class has no set_eagle3_layers_to_capture: ValueError at start-up ({capture.cite})")
+            problems.append(
+                f"the target class has no set_eagle3_layers_to_capture: ValueError at start-up ({capture.cite})"
+            )
         elif picked is not None and top is not None and any(j > top or j < 0 for j in picked):
             problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
-        if capture.exact_count and ids is not None and (len(set(ids)) != len(ids) or (picked and top is not None and max(picked) > top)):
-            problems.append("the capture packer needs exactly len(ids) states: RuntimeError (layers/aux_hidden_states.py:84-90)")
+        if (
+            capture.exact_count
+            and ids is not None
+            and (len(set(ids)) != len(ids) or (picked and top is not None and max(picked) > top))
+        ):
+            problems.append(
+                "the capture packer needs exactly len(ids) states: RuntimeError (layers/aux_hidden_states.py:84-90)"
+            )
     if "depends" in where:
         picked = None
     use_aux = cls.use_aux_hidden_state(raw_config) if cls else True
@@ -164,6 +173,7 @@ def engine_view(
         unknown_tensors=cls.unknown_tensors if cls else "refused",
         legacy_aux_norm_names=cls.legacy_aux_norm_names if cls else False,
         attention=cls.attention if cls else None,
+        num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
         problems=problems,
         citations=citations,
     )
@@ -196,3 +206,23 @@ def eagle_config_ids_for(
         if view.ids_from == "eagle_config" and view.hidden_state_indices == wanted and not capture_problems:
             return ids, convention
     return None
+
+
+def draft_architecture(attention: str, qk_norm: bool) -> tuple[str, str, str] | None:
+    """(architectures[0], model_type, why) that routes to the right draft class in every modelled release, or None.
+
+    MHA: ``LlamaForCausalLMEagle3`` is registered in SGLang (``llama_eagle3.py`` EntryClass) and vLLM
+    (``registry.py:702``). With q/k norms only vLLM's ``qwen3_eagle3`` has the parameters (``registry.py:705``);
+    SGLang has no such class, so no architecture serves both (None). MLA: ``Eagle3DeepseekV2ForCausalLM`` in both
+    (SGLang ``kimi_k25_eagle3.py`` EntryClass, vLLM ``registry.py:712``), with a deepseek model_type for vLLM's MLA
+    detection (``transformers_utils/model_arch_config_convertor.py:328-340``)."""
+    if attention == "mla":
+        return "Eagle3DeepseekV2ForCausalLM", "deepseek_v3", "the MLA draft class both engines load"
+    if qk_norm:
+        return None
+    return "LlamaForCausalLMEagle3", "llama", "the MHA draft class both engines load"
+
+
+def vllm_qk_norm_architecture() -> tuple[str, str, str]:
+    """vLLM's only EAGLE3 class with q/k norms (``registry.py:705``, ``qwen3_eagle3.py``)."""
+    return "Eagle3Qwen3ForCausalLM", "qwen3", "vLLM's EAGLE3 class with q/k norms (qwen3_eagle3)"

@@ -30,6 +30,7 @@ class DraftTruth:
     qk_norm_tensors: tuple[str, ...]
     attention: str
     has_weights: bool
+    num_layers: int = 1  # draft layers present in the weights
 
 
 def _fix(fixable: bool) -> str:
@@ -73,6 +74,19 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
             out.append(finding("EC105", f"{rel}: {problem}", subject=KEY, actual=picked, engine=rel))
     if truth.has_weights:
         out += _flag_findings(truth, view)
+        if truth.num_layers > view.num_layers:
+            lost = "dropped silently" if view.unknown_tensors == "dropped" else "refused at load"
+            out.append(
+                finding(
+                    "EC211",
+                    f"{rel} builds {view.num_layers} draft layer(s) from num_hidden_layers; the weights hold "
+                    f"{truth.num_layers}: the trained layers beyond are {lost}" + _fix(False),
+                    subject="num_hidden_layers",
+                    expected=truth.num_layers,
+                    actual=view.num_layers,
+                    engine=rel,
+                )
+            )
     return out
 
 
@@ -89,15 +103,24 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
         if needed == built:
             continue
         if needed:
-            does = f"builds no {key}" + (" (this class has none)" if key == "norm_before_fc" and view.attention == "mla"
-                                         else "")
+            does = f"builds no {key}" + (
+                " (this class has none)" if key == "norm_before_fc" and view.attention == "mla" else ""
+            )
             lost = f"{what} are dropped" if view.unknown_tensors == "dropped" else f"{what} are refused at load"
             msg = f"{rel} {does} from this config: {lost}; the weights need {key} on"
         else:
             msg = f"{rel} turns {key} on but the weights have no {what}: it would run an unloaded norm"
         rule = "EC204" if key == "norm_before_fc" and needed else "EC211"
-        out.append(finding(rule, msg + _fix(built is False and view.attention != "mla"), subject=key, expected=needed,
-                           actual=built, engine=rel))
+        out.append(
+            finding(
+                rule,
+                msg + _fix(built is False and view.attention != "mla"),
+                subject=key,
+                expected=needed,
+                actual=built,
+                engine=rel,
+            )
+        )
     if view.use_aux_hidden_state and view.num_aux_hidden_states is not None and truth.num_aux_source.startswith("fc"):
         if view.num_aux_hidden_states != truth.num_aux:
             out.append(

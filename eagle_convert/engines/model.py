@@ -85,6 +85,7 @@ class EngineView:
     unknown_tensors: str
     legacy_aux_norm_names: bool
     attention: str | None
+    num_layers: int  # draft layers the class builds: config num_hidden_layers (SG llama_eagle3.py:198-204, VL :198-208)
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone
     citations: dict[str, str] = field(default_factory=dict)  # view field -> file:line it follows
 

