@@ -105,7 +105,9 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     for convention, picked in aux["readings"].items():
         _row(layers, f"if {convention}", f"hs{picked}")
     for engine, read in aux["engines"].items():
-        picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] else "needs the target's N"
+        if "@" not in engine:
+            continue  # "vllm"/"sglang" repeat the newest releases, listed by name below
+        picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] is not None else "unknown"
         _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
     target = doc["target"]
     _row(

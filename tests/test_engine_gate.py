@@ -116,3 +116,47 @@ def test_qk_norm_weights_route_to_the_qwen3_class(tmp_path: Path) -> None:
     assert written["architectures"] == ["Eagle3Qwen3ForCausalLM"]
     after = verify_checkpoint(tmp_path / "vllm", target=target, engine="vllm", compute_hashes=False)
     assert not [f for f in after.findings if f.rule_id in ("EC302", "EC012")], after.findings
+
+
+def test_engine_sglang_alone_never_reports_a_cross_engine_disagreement(tmp_path: Path) -> None:
+    ids = {IDS: [3, 6, 9], "eagle_config": {IDS: [3, 6, 9]}}  # ambiguous ids, the same list in both places
+    draft, target = _write(tmp_path, Broken("differ", "", CANONICAL, config=_unprovenanced(**ids)))
+    both = verify_checkpoint(draft, target=target, engine="both", compute_hashes=False)
+    alone = verify_checkpoint(draft, target=target, engine="sglang", compute_hashes=False)
+    assert "EC103" in {f.rule_id for f in both.findings}
+    assert "EC103" not in {f.rule_id for f in alone.findings}
+
+
+def test_speculators_verifier_names_the_targets_hub_id_and_architectures(fx: Path, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = json.loads((fx / "targets" / "target-llama" / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}))
+    normalize_checkpoint(fx / "layouts" / "specforge-mha", tmp_path / "spec", target=target, profile="speculators")
+    verifier = json.loads((tmp_path / "spec" / "config.json").read_text())["speculators_config"]["verifier"]
+    assert verifier == {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct", "architectures": cfg["architectures"]}
+    # a target read from a local directory with no Hub id: never its local path
+    normalize_checkpoint(
+        fx / "layouts" / "specforge-mha",
+        tmp_path / "spec2",
+        target=fx / "targets" / "target-llama",
+        profile="speculators",
+    )
+    verifier = json.loads((tmp_path / "spec2" / "config.json").read_text())["speculators_config"]["verifier"]
+    assert verifier["name_or_path"] is None and verifier["architectures"] == cfg["architectures"]
+
+
+def test_cli_engine_release_selection_changes_the_verdict(fx: Path) -> None:
+    from tests.conftest import run_cli
+
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama"
+    v2 = run_cli("verify", str(draft), "--target", str(target), "--engine", "vllm@0.33", "--json", "--no-hash")
+    v1 = run_cli("verify", str(draft), "--target", str(target), "--engine", "vllm@0.33-v1", "--json", "--no-hash")
+    assert v2.returncode == 0, v2.stdout
+    assert v1.returncode == 1 and '"EC104"' in v1.stdout and "vllm@0.33-v1" in v1.stdout
+    listing = run_cli("engines", "--json")
+    assert listing.returncode == 0
+    names = [r["release"] for r in json.loads(listing.stdout)]
+    assert {"sglang@0.5.23", "sglang@0.5.16", "vllm@0.33", "vllm@0.33-v1", "vllm@0.28"} <= set(names)
+    bad = run_cli("verify", str(draft), "--engine", "tgi")
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: ") and "Traceback" not in bad.stderr

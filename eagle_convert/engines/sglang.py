@@ -161,7 +161,7 @@ def _llama_class(version: str) -> DraftClass:
     lines = {
         "k": "156-161" if new else "148-153",
         "fc_norm": "185-187" if new else "162-164",
-        "nbf": "169-175" if new else "(not read; no input_norm)",
+        "nbf": "169-175" if new else "143-173 (fc set-up without input_norm)",
         "norm_output": "207" if new else "183",
         "legacy": "338-348" if new else "310-314",
         "unknown": "370-378" if new else "342-350",
