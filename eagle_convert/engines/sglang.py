@@ -93,15 +93,42 @@ def _captures_0_5_23() -> dict[str, Capture]:
 
 
 def _captures_0_5_16() -> dict[str, Capture]:
-    t = dict(_CAPTURES_0_5_23)
-    for mt in ("glm5_next", "minimax_m3_vl", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
-        t.pop(mt)  # no such target class in 0.5.16
-    for mt in ("llama", "mistral", "ministral", "phi3"):
-        t[mt] = Capture(_PLUS1, False, _c("models/llama.py", "808-820"))
-    t["gpt_oss"] = Capture(_PLUS1, False, _c("models/gpt_oss.py", "1284-1296 (loop 689-697 stops before hs[N])"))
-    t["gemma3"] = t["gemma3_text"] = Capture(_PLUS1, True, _c("models/gemma3_causal.py", "903-912 (hs[N]: 656-659)"))
-    for mt in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "glm_moe_dsa"):
-        t[mt] = Capture(_FIRST1, False, _c("models/deepseek_v2.py", "2915-2930"))
+    """0.5.16's target classes, with 0.5.16's own lines (glm5_next and qwen3_5 do not exist yet)."""
+    t: dict[str, Capture] = {}
+
+    def put(types: str, rule: str, file: str, lines: str, n: bool = False, **kw: Any) -> None:
+        for mt in types.split():
+            t[mt] = Capture(rule, n, _c(file if "/" in file else f"models/{file}", lines), **kw)
+
+    put("llama mistral ministral phi3", _PLUS1, "llama.py", "808-821")
+    put("llama4 llama4_text", _PLUS1, "mllama4.py", "985-988")
+    put("qwen2", _PLUS1, "qwen2.py", "655-670")
+    put("qwen2_moe", _PLUS1, "qwen2_moe.py", "1188-1203")
+    put("qwen3", _PLUS1, "qwen3.py", "688-702")
+    put("qwen3_moe", _PLUS1, "qwen3_moe.py", "1068-1084")
+    put("qwen3_next", _PLUS1, "qwen3_next.py", "1266-1281")
+    put("qwen3_vl qwen3_vl_moe", _PLUS1, "qwen3_vl.py", "1537-1550")
+    put("qwen2_5_vl", _PLUS1, "qwen2_5_vl.py", "897-910")
+    put("glm4_moe", _PLUS1, "glm4_moe.py", "1451-1465")
+    put("minimax_m2", _PLUS1, "minimax_m2.py", "1248-1262")
+    put("minimax_m3", _PLUS1, "minimax_m3.py", "1491-1505")
+    put("bailing_moe", _PLUS1, "bailing_moe.py", "1026-1039")
+    put("longcat_flash", _PLUS1, "longcat_flash.py", "1126-1135")
+    put("exaone_moe", _PLUS1, "exaone_moe.py", "859-874")
+    put("apertus", _PLUS1, "apertus.py", "666-680")
+    put("gemma3 gemma3_text", _PLUS1, "gemma3_causal.py", "903-913 (hs[N]: 656-659)", n=True)
+    put("gemma4 gemma4_text", _PLUS1, "gemma4_causal.py", "1407-1418 (hs[N]: 1015)", n=True)
+    put("deepseek_v2 deepseek_v3 deepseek_v32", _FIRST1, "deepseek_v2.py", "2915-2931")
+    put("kimi_k2 kimi_k25", _FIRST1, "deepseek_v2.py", "2915-2931 (kimi_k25.py:921-933)")
+    put("glm_moe_dsa", _FIRST1, "deepseek_v2.py", "2915-2931")
+    put("glm4_moe_lite", _FIRST1, "glm4_moe_lite.py", "1015-1031")
+    put("gpt_oss", _PLUS1, "gpt_oss.py", "1284-1297 (the loop at 689-697 stops before hs[N])")
+    put(
+        "gemma2 kimi_vl step3p5",
+        "no capture",
+        "model_executor/model_runner_components/attention_backend_setup.py",
+        "54 (called without a hasattr check: AttributeError)",
+    )
     return t
 
 

@@ -106,7 +106,7 @@ def read_ids_0_28(raw: Mapping[str, Any], target: str | None) -> tuple[str, list
 
 # ---- capture: every EAGLE3 target mixes in EagleModelMixin; ids are sorted, deduplicated and used as hs[id] -----
 
-_CAPTURE = Capture("as-is", True, _c("model_executor/models/interfaces.py", "1616-1617; llama.py:427-441"))
+_CAPTURE = Capture("as-is", True, _c("model_executor/models/interfaces.py", "1616-1617"))
 
 
 def _capture(_model_type: str | None) -> Capture:
@@ -157,8 +157,57 @@ def _nbr(raw: Mapping[str, Any]) -> bool:
     return bool(raw.get("norm_before_residual"))
 
 
-def _mha(name: str, file: str, k, k_lines: str, k_does: str, qk_norm: bool) -> DraftClass:  # type: ignore[no-untyped-def]
-    f = f"model_executor/models/{file}"
+# Where each draft-class behaviour is, per release (the behaviour is the same in 0.28 and 0.33; the lines move).
+_LINES: dict[str, dict[str, str]] = {
+    "0.33": {
+        "llama.K": "209-216",
+        "llama.use_aux": "179-183",
+        "llama.nbf": "184-188",
+        "llama.fc_norm": "231",
+        "llama.nbr": "101-104",
+        "qwen3.K": "201-210",
+        "qwen3.use_aux": "171-174",
+        "qwen3.nbf": "175-179",
+        "qwen3.fc_norm": "224",
+        "qwen3.nbr": "85-88",
+        "deepseek.K": "188-194",
+        "deepseek.fc": "201-209",
+        "deepseek.fc_norm": "211-220",
+        "deepseek.nbr": "101-104",
+        "utils.refuse": "442-448",
+        "capture": "1616-1617",
+        "defaults": "1751-1764",
+        "registry": "698-714",
+    },
+    "0.28": {
+        "llama.K": "175-182",
+        "llama.use_aux": "146-149",
+        "llama.nbf": "150-154",
+        "llama.fc_norm": "197",
+        "llama.nbr": "69-72",
+        "qwen3.K": "199-208",
+        "qwen3.use_aux": "169-172",
+        "qwen3.nbf": "173-177",
+        "qwen3.fc_norm": "221",
+        "qwen3.nbr": "85-88",
+        "deepseek.K": "189-195",
+        "deepseek.fc": "202-210",
+        "deepseek.fc_norm": "212-221",
+        "deepseek.nbr": "102-105",
+        "utils.refuse": "388-394",
+        "capture": "1497",
+        "defaults": "1580-1593",
+        "registry": "645-660",
+    },
+}
+
+_K_DOES = {
+    "llama": "num_aux_hidden_states, else len(eagle_config ids), else 3 (top-level ids are not counted)",
+    "qwen3": "num_aux_layers, num_aux_hidden_states, len(top-level ids), len(eagle_config ids), else 3",
+}
+
+
+def _mha(name: str, k: Any, qk_norm: bool) -> DraftClass:
     return DraftClass(
         name=name,
         attention="mha",
@@ -171,37 +220,66 @@ def _mha(name: str, file: str, k, k_lines: str, k_does: str, qk_norm: bool) -> D
         qk_norm=qk_norm,
         unknown_tensors="refused",
         legacy_aux_norm_names=False,
-        cites=(
-            Behaviour("K", k_does, _c(f, k_lines)),
-            Behaviour("use_aux_hidden_state", "eagle_config.use_aux_hidden_state, default true", _c(f, "179-183")),
-            Behaviour("norm_before_fc", "eagle_config.norm_before_fc, else the top level", _c(f, "184-188")),
-            Behaviour("fc_norm", "top-level fc_norm only (use_aux_norm is never read)", _c(f, "231")),
-            Behaviour("norm_before_residual", "top-level norm_before_residual", _c(f, "101-104")),
-            Behaviour(
-                "unknown-tensors",
-                "a name with no parameter raises ValueError",
-                _c("model_executor/models/utils.py", "441-448"),
-            ),
-        ),
+        cites=(),
     )
 
 
-LLAMA = _mha(
-    "llama_eagle3.Eagle3LlamaForCausalLM",
-    "llama_eagle3.py",
-    _k_llama,
-    "209-216",
-    "num_aux_hidden_states, else len(eagle_config ids), else 3 (top-level ids are not counted)",
-    False,
-)
-QWEN3 = _mha(
-    "qwen3_eagle3.Eagle3Qwen3ForCausalLM",
-    "qwen3_eagle3.py",
-    _k_qwen3,
-    "201-210",
-    "num_aux_layers, num_aux_hidden_states, len(top-level ids), len(eagle_config ids), else 3",
-    True,
-)
+def class_cites(version: str) -> tuple[Behaviour, ...]:
+    """The draft-class behaviours with ``version``'s lines."""
+    at = _LINES[version]
+    out: list[Behaviour] = []
+    for cls, file in (("llama", "llama_eagle3.py"), ("qwen3", "qwen3_eagle3.py")):
+        f = f"model_executor/models/{file}"
+        name = "Eagle3LlamaForCausalLM" if cls == "llama" else "Eagle3Qwen3ForCausalLM"
+        out += [
+            Behaviour(f"{name}:K", _K_DOES[cls], _c(f, at[f"{cls}.K"])),
+            Behaviour(
+                f"{name}:use_aux_hidden_state",
+                "eagle_config.use_aux_hidden_state, default true",
+                _c(f, at[f"{cls}.use_aux"]),
+            ),
+            Behaviour(
+                f"{name}:norm_before_fc", "eagle_config.norm_before_fc, else the top level", _c(f, at[f"{cls}.nbf"])
+            ),
+            Behaviour(
+                f"{name}:fc_norm", "top-level fc_norm only (use_aux_norm is never read)", _c(f, at[f"{cls}.fc_norm"])
+            ),
+            Behaviour(f"{name}:norm_before_residual", "top-level norm_before_residual", _c(f, at[f"{cls}.nbr"])),
+        ]
+    out.append(
+        Behaviour(
+            "Eagle3LlamaForCausalLM:q/k-norm",
+            "LlamaAttention has no q_norm/k_norm; only Eagle3Qwen3ForCausalLM (Qwen3DecoderLayer) loads them",
+            _c("model_executor/models/registry.py", at["registry"]),
+        )
+    )
+    f = "model_executor/models/deepseek_eagle3.py"
+    out += [
+        Behaviour(
+            "Eagle3DeepseekV2ForCausalLM:K",
+            "num_aux_hidden_states, else len(eagle_config ids), else 3",
+            _c(f, at["deepseek.K"]),
+        ),
+        Behaviour(
+            "Eagle3DeepseekV2ForCausalLM:use_aux_hidden_state", "not read: fc always built", _c(f, at["deepseek.fc"])
+        ),
+        Behaviour("Eagle3DeepseekV2ForCausalLM:fc_norm", "top-level fc_norm", _c(f, at["deepseek.fc_norm"])),
+        Behaviour(
+            "Eagle3DeepseekV2ForCausalLM:norm_before_residual",
+            "top-level norm_before_residual",
+            _c(f, at["deepseek.nbr"]),
+        ),
+        Behaviour(
+            "unknown-tensors",
+            "a name with no parameter raises ValueError",
+            _c("model_executor/models/utils.py", at["utils.refuse"]),
+        ),
+    ]
+    return tuple(out)
+
+
+LLAMA = _mha("llama_eagle3.Eagle3LlamaForCausalLM", _k_llama, False)
+QWEN3 = _mha("qwen3_eagle3.Eagle3Qwen3ForCausalLM", _k_qwen3, True)
 DEEPSEEK = DraftClass(
     name="deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
     attention="mla",
@@ -214,19 +292,7 @@ DEEPSEEK = DraftClass(
     qk_norm=False,
     unknown_tensors="refused",
     legacy_aux_norm_names=False,
-    cites=(
-        Behaviour(
-            "K",
-            "num_aux_hidden_states, else len(eagle_config ids), else 3",
-            _c("model_executor/models/deepseek_eagle3.py", "188-194"),
-        ),
-        Behaviour("fc_norm", "top-level fc_norm", _c("model_executor/models/deepseek_eagle3.py", "211-220")),
-        Behaviour(
-            "use_aux_hidden_state",
-            "not read: fc always built",
-            _c("model_executor/models/deepseek_eagle3.py", "201-209"),
-        ),
-    ),
+    cites=(),
 )
 REGISTRY = {  # model_executor/models/registry.py:698-714 (0.28: 645-660, the same names)
     "PEagleDraftModel": LLAMA,
@@ -262,7 +328,16 @@ def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
     return None, "no architectures"
 
 
-def _release(version: str, runner: str, read: Any, summary: str, ids_does: str, ids_cite: Cite, **kw: Any) -> Release:
+def _release(
+    version: str,
+    runner: str,
+    read: Any,
+    summary: str,
+    ids_does: str,
+    ids_cite: Cite,
+    extra: tuple[Behaviour, ...] = (),
+    **kw: Any,
+) -> Release:
     return Release(
         name=f"vllm@{version}" + ("-v1" if runner == "v1" else ""),
         engine="vllm",
@@ -275,11 +350,16 @@ def _release(version: str, runner: str, read: Any, summary: str, ids_does: str, 
         draft_class=route,
         behaviours=(
             Behaviour("ids-location", ids_does, ids_cite),
-            Behaviour("capture", "ids sorted and deduplicated; id j captures hs[j], 0..N", _CAPTURE.cite),
+            *extra,
+            Behaviour(
+                "capture",
+                "id j captures hs[j], 0..N, each layer once in layer order",
+                _c("model_executor/models/interfaces.py", _LINES[version]["capture"]),
+            ),
             Behaviour(
                 "defaults",
                 "no ids: (2, N//2, N-3)",
-                _c("model_executor/models/interfaces.py", "1751-1764"),
+                _c("model_executor/models/interfaces.py", _LINES[version]["defaults"]),
             ),
             Behaviour(
                 "arch-rewrite",
@@ -290,13 +370,9 @@ def _release(version: str, runner: str, read: Any, summary: str, ids_does: str, 
                 "draft-classes",
                 "registered EAGLE3 names -> llama_eagle3 / qwen3_eagle3 / deepseek_eagle3; speculators configs by "
                 "their layer model_type (llama or qwen3)",
-                _c("model_executor/models/registry.py", "698-714" if version != "0.28" else "645-660"),
+                _c("model_executor/models/registry.py", _LINES[version]["registry"]),
             ),
-            *(
-                Behaviour(f"{cls.name.split('.')[-1]}:{b.key}", b.does, b.cite)
-                for cls in (LLAMA, QWEN3, DEEPSEEK)
-                for b in cls.cites
-            ),
+            *class_cites(version),
         ),
         **kw,
     )
@@ -328,5 +404,17 @@ VLLM_0_28 = _release(
     "default runner by target: V2 for dense targets, V1 for most MoE targets (DeepSeek-V3, Qwen3-MoE, GPT-OSS)",
     "the V1 reading for MoE targets, the V2 reading for dense ones",
     RUNNER_0_28,
+    extra=(
+        Behaviour(
+            "ids-location:v1",
+            "top-level ids when truthy, else eagle_config.eagle_aux_hidden_state_layer_ids",
+            _c("v1/worker/gpu_model_runner.py", "5608-5640"),
+        ),
+        Behaviour(
+            "ids-location:v2",
+            "top-level ids; dflash/dspark/target_layer_ids +1; then dflash_config/eagle_config 'layer_ids'",
+            _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "35-66"),
+        ),
+    ),
 )
 RELEASES = (VLLM_0_33, VLLM_0_33_V1, VLLM_0_28)
