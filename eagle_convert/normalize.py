@@ -22,6 +22,7 @@ from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.engines import (
     FAMILY_MODEL_TYPE,
+    RELEASES,
     draft_architecture,
     eagle_config_ids_for,
     engine_view,
@@ -173,6 +174,9 @@ def normalize_checkpoint(
     if measured is not None:
         sem.provenance["convention_measured"] = measured
     raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
+    n_target = target_cfg.num_hidden_layers if target_cfg else None
+    mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
+    findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
     plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
@@ -230,6 +234,40 @@ def _check_output(
                     f"{release.name} would select hs{view.hidden_state_indices} from the written config, "
                     f"not hs{sem.hidden_states}; nothing was kept"
                 )
+
+
+def _unsatisfied_releases(
+    raw_out: dict[str, Any], sem: Semantics, engines: tuple[str, ...], model_type: str | None, n: int | None
+) -> list[Finding]:
+    """Every modelled release of the profile's engines that reads the written config other than as trained."""
+    out: list[Finding] = []
+    releases = [r for r in RELEASES.values() if r.engine in engines]
+    for release in releases:
+        view = engine_view(release, raw_out, target_model_type=model_type, target_num_layers=n)
+        wrong: dict[str, tuple[object, object]] = {
+            key: (want, got)
+            for key, want, got in (
+                ("hidden states", sem.hidden_states, view.hidden_state_indices),
+                ("fc_norm", sem.fc_norm, view.fc_norm),
+                ("norm_before_fc", sem.norm_before_fc, view.norm_before_fc),
+                ("K", sem.num_aux_hidden_states, view.num_aux_hidden_states),
+            )
+            if want is not None and got is not None and want != got
+        }
+        if view.draft_class is None:
+            wrong["draft class"] = ("an EAGLE3 class", None)
+        if wrong:
+            what = "; ".join(f"{k}: needs {w}, builds {g}" for k, (w, g) in wrong.items())
+            out.append(
+                Finding(
+                    "EC104" if "hidden states" in wrong else "EC211",
+                    "warning",
+                    f"{release.name} cannot read the written config as trained ({what}); deploy to another release",
+                    subject="config.json",
+                    engine=release.name,
+                )
+            )
+    return out
 
 
 def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:

@@ -160,3 +160,14 @@ def test_cli_engine_release_selection_changes_the_verdict(fx: Path) -> None:
     assert {"sglang@0.5.23", "sglang@0.5.16", "vllm@0.33", "vllm@0.33-v1", "vllm@0.28"} <= set(names)
     bad = run_cli("verify", str(draft), "--engine", "tgi")
     assert bad.returncode == 2 and bad.stderr.startswith("Error: ") and "Traceback" not in bad.stderr
+
+
+def test_normalize_names_the_release_it_cannot_satisfy(fx: Path, tmp_path: Path) -> None:
+    # SGLang 0.5.16's Llama-style draft has no input_norm (0.5.16 llama_eagle3.py:143-173): a norm_before_fc draft
+    # cannot run as trained there; every other modelled release reads the written config as trained.
+    report = normalize_checkpoint(
+        fx / "layouts" / "speculators-mha-norm-before-fc", tmp_path / "out", target=fx / "targets" / "target-llama"
+    )
+    unmet = [f for f in report.findings if f.engine is not None]
+    assert [f.engine for f in unmet] == ["sglang@0.5.16"], unmet
+    assert "norm_before_fc" in unmet[0].message and unmet[0].severity == "warning"
