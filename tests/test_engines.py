@@ -216,3 +216,23 @@ def test_formats_md_engine_tables_are_generated_from_the_records() -> None:
     assert doc == splice(doc), "docs/formats.md drifted: run `python -m eagle_convert.engines.docs docs/formats.md`"
     for name in RELEASES:
         assert f"#### `{name}`" in doc
+
+
+def test_speculators_eagle3_and_peagle() -> None:
+    # VL transformers_utils/configs/speculators/algos.py:15-50: eagle3 -> norm_before_residual defaults to true,
+    # fc_norm copied from the top level, the layer model_type picks the class (qwen3 -> Eagle3Qwen3ForCausalLM).
+    eagle3 = {"speculators_model_type": "eagle3", "fc_norm": True, "transformer_layer_config": {"model_type": "qwen3"}}
+    v = engine_view("vllm@0.33", eagle3, target_model_type="qwen3", target_num_layers=36)
+    assert (v.draft_class, v.norm_before_residual, v.fc_norm) == ("qwen3_eagle3.Eagle3Qwen3ForCausalLM", True, True)
+    # :53-87: peagle -> norm_before_residual false, fc_norm not copied; parallel drafting forces V1
+    # (config/vllm.py:3070-3077), so even the V2 record reads eagle_config ids the V1 way.
+    peagle = {**eagle3, "speculators_model_type": "peagle", "eagle_config": {IDS: [1, 17, 32]}}
+    v = engine_view("vllm@0.33", peagle, target_model_type="qwen3", target_num_layers=36)
+    assert (v.norm_before_residual, v.fc_norm) == (False, False)
+    assert v.ids_from.startswith("eagle_config") and v.hidden_state_indices == [1, 17, 32]
+    # a P-EAGLE draft named PEagleDraftModel outside the speculators format is prefixed to Eagle3PEagleDraftModel
+    # (transformers_utils/configs/eagle.py:55-64), which is not registered
+    v = engine_view(
+        "vllm@0.33", {"architectures": ["PEagleDraftModel"]}, target_model_type=None, target_num_layers=None
+    )
+    assert v.draft_class is None

@@ -15,6 +15,7 @@ Modelled:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from eagle_convert.engines.model import (
@@ -60,8 +61,16 @@ def read_ids_v1(raw: Mapping[str, Any], _target: str | None, cite: Cite = V1_IDS
     return (where, ids, cite) if ids else ("defaults", None, cite)
 
 
+PEAGLE_V1 = _c("config/vllm.py", "3070-3077 (speculators/base.py:133-134)")
+
+
 def read_ids_v2(raw: Mapping[str, Any], _target: str | None) -> tuple[str, list[int] | None, Cite]:
-    """Top level; dflash/dspark/target_layer_ids (+1); then ``layer_ids`` in dflash_config or eagle_config."""
+    """Top level; dflash/dspark/target_layer_ids (+1); then ``layer_ids`` in dflash_config or eagle_config.
+
+    A P-EAGLE draft (parallel drafting) is not supported by V2 and runs on V1 whatever the default."""
+    if raw.get("speculators_model_type") == "peagle":
+        where, ids, _ = read_ids_v1(raw, _target)
+        return f"{where} (P-EAGLE runs V1)", ids, PEAGLE_V1
     top = int_list(raw.get(IDS_KEY))
     if top:
         return "top-level", top, V2_IDS
@@ -310,13 +319,34 @@ REGISTRY = {  # model_executor/models/registry.py:698-714 (0.28: 645-660, the sa
 SPECULATORS_LAYER = {"llama": LLAMA, "qwen3": QWEN3}  # transformers_utils/configs/speculators/algos.py:39-46
 
 
+def _layer_flag(key: str):  # type: ignore[no-untyped-def]
+    # P-EAGLE copies neither fc_norm nor norm_output from the speculators config (algos.py:53-87): only the layer
+    # config's own keys reach the class
+    return lambda raw: bool(ids_at(raw, "transformer_layer_config", key))
+
+
+def _peagle(cls: DraftClass) -> DraftClass:
+    """P-EAGLE: norm_before_residual defaults to false, fc_norm/norm_output are not copied (algos.py:53-87)."""
+    return replace(
+        cls,
+        fc_norm=_layer_flag("fc_norm"),
+        norm_output=_layer_flag("norm_output"),
+        norm_before_residual=lambda raw: bool(raw.get("norm_before_residual", False)),
+    )
+
+
+PEAGLE_LAYER = {"llama": _peagle(LLAMA), "qwen3": _peagle(QWEN3)}  # algos.py:75-82
+
+
 def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
     """The draft class vLLM builds: speculators configs by layer type, others after the Eagle3 prefix rewrite."""
-    if isinstance(raw.get("speculators_model_type"), str):
+    kind = raw.get("speculators_model_type")
+    if isinstance(kind, str):
         layer = ids_at(raw, "transformer_layer_config", "model_type")
-        cls = SPECULATORS_LAYER.get(layer if isinstance(layer, str) else "llama")
-        why = f"speculators {raw['speculators_model_type']} with layer model_type {layer!r} (algos.py:39-46)"
-        return cls, why
+        table = PEAGLE_LAYER if kind == "peagle" else SPECULATORS_LAYER
+        cls = table.get(layer if isinstance(layer, str) else "llama")
+        why = f"speculators {kind} with layer model_type {layer!r} (speculators/algos.py:39-46, 75-82)"
+        return (cls, why) if kind in ("eagle3", "peagle") else (None, f"speculators {kind} is not an EAGLE3 draft")
     archs = raw.get("architectures")
     for arch in archs if isinstance(archs, list) else []:
         if not isinstance(arch, str):
@@ -385,6 +415,14 @@ VLLM_0_33 = _release(
     "Model Runner V2, the default on CUDA: never reads eagle_config ids",
     "top-level ids; dflash/dspark/target_layer_ids +1; then dflash_config/eagle_config 'layer_ids'",
     V2_IDS,
+    extra=(
+        Behaviour("p-eagle", "a P-EAGLE (parallel drafting) draft is not supported by V2: it runs V1", PEAGLE_V1),
+        Behaviour(
+            "speculators",
+            "eagle3: norm_before_residual defaults to true; peagle: false, and fc_norm/norm_output are not copied",
+            _c("transformers_utils/configs/speculators/algos.py", "15-87"),
+        ),
+    ),
     newest=True,
     installed_as=("vllm==0.33.0", "vllm==0.32.0 (same V2 reading: eagle3_utils.py:100-135 there)"),
 )
