@@ -24,7 +24,6 @@ from eagle_convert.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.verify_report import VerifyFinding
 
 CONFIG = "config.json"
-MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 # Config fields whose null value strict config classes reject (FORMATS.md section 8, item 15).
 TYPED_FIELDS = (
     "use_cache",
@@ -145,23 +144,6 @@ def _target_class(ctx: Context) -> list[VerifyFinding]:
 
 def _draft_class(ctx: Context) -> str:
     return "Eagle3DeepseekV2ForCausalLM" if ctx.spec.attention == "mla" else "LlamaForCausalLMEagle3"
-
-
-@check("EC013")
-def _mla_model_type(ctx: Context) -> list[VerifyFinding]:
-    mt = ctx.spec.config.model_type
-    if "vllm" not in ctx.engines or ctx.spec.attention != "mla" or mt in MLA_MODEL_TYPES:
-        return []
-    return [
-        cfg_finding(
-            "EC013",
-            f"MLA draft with model_type {mt!r}: vLLM detects MLA drafts only for deepseek "
-            "model types and would build MHA attention",
-            "model_type",
-            expected="deepseek_v3",
-            actual=mt,
-        )
-    ]
 
 
 @check("EC015")
@@ -302,11 +284,17 @@ def _missing(ctx: Context) -> list[VerifyFinding]:
 
 @check("EC302")
 def _unexpected(ctx: Context) -> list[VerifyFinding]:
-    vllm = "vllm" in ctx.engines
-    severity = "error" if vllm else "warning"
-    consequence = "vLLM refuses to load it" if vllm else "SGLang ignores it silently"
-    if vllm and "sglang" in ctx.engines:
-        consequence = "vLLM refuses to load it; SGLang ignores it silently"
+    refusing = [v.release for v in ctx.views if v.unknown_tensors == "refused"]
+    dropping = [v.release for v in ctx.views if v.unknown_tensors == "dropped"]
+    severity = "error" if refusing else "warning"
+    consequence = "; ".join(
+        part
+        for part in (
+            f"{', '.join(refusing)} refuse to load it" if refusing else "",
+            f"{', '.join(dropping)} drop it silently" if dropping else "",
+        )
+        if part
+    )
     out = [
         tensor_finding(ctx, "EC302", f"tensor {name} matches no known layout: {consequence}", name, severity=severity)
         for name in ctx.unplaced

@@ -56,6 +56,17 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
             )
         )
         return out
+    if view.mla_built is False and truth.attention == "mla":
+        out.append(
+            finding(
+                "EC013",
+                f"{rel} builds MHA attention for this MLA draft: it detects MLA only for DeepSeek model types with "
+                "kv_lora_rank set; the weights need MLA" + _fix(True),
+                subject="model_type",
+                expected="deepseek_v3",
+                engine=rel,
+            )
+        )
     picked, trained = view.hidden_state_indices, truth.hidden_states
     if picked is not None and trained is not None and picked != trained:
         out.append(

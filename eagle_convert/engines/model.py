@@ -60,6 +60,7 @@ class DraftClass:
     unknown_tensors: str  # "refused" (load error) or "dropped" (skipped silently or with a log line)
     legacy_aux_norm_names: bool  # aux_norm_low/mid/high are remapped to fc_norm.0/1/2
     cites: tuple[Behaviour, ...]
+    builds_mla: Callable[[Mapping[str, Any]], bool] | None = None  # MLA classes: is MLA attention actually built?
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class EngineView:
     unknown_tensors: str
     legacy_aux_norm_names: bool
     attention: str | None
+    mla_built: bool | None  # MLA classes: whether the release builds MLA attention from this config (else MHA)
     num_layers: int  # draft layers the class builds: config num_hidden_layers (SG llama_eagle3.py:198-204, VL :198-208)
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone
     citations: dict[str, str] = field(default_factory=dict)  # view field -> file:line it follows

@@ -187,6 +187,7 @@ _LINES: dict[str, dict[str, str]] = {
         "capture": "1616-1617",
         "defaults": "1751-1764",
         "registry": "698-714",
+        "mla": "328-340",
     },
     "0.28": {
         "llama.K": "175-182",
@@ -207,6 +208,7 @@ _LINES: dict[str, dict[str, str]] = {
         "capture": "1497",
         "defaults": "1580-1593",
         "registry": "645-660",
+        "mla": "341-353",
     },
 }
 
@@ -289,6 +291,15 @@ def class_cites(version: str) -> tuple[Behaviour, ...]:
 
 LLAMA = _mha("llama_eagle3.Eagle3LlamaForCausalLM", _k_llama, False)
 QWEN3 = _mha("qwen3_eagle3.Eagle3Qwen3ForCausalLM", _k_qwen3, True)
+MLA_MODEL_TYPES = ("axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp")
+
+
+def _builds_mla(raw: Mapping[str, Any]) -> bool:
+    """MLA is detected for an EAGLE draft only when its model_type is a DeepSeek one and kv_lora_rank is set
+    (transformers_utils/model_arch_config_convertor.py:328-340; 0.28: 341-353); otherwise MHA attention is built."""
+    return raw.get("model_type") in MLA_MODEL_TYPES and raw.get("kv_lora_rank") is not None
+
+
 DEEPSEEK = DraftClass(
     name="deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
     attention="mla",
@@ -302,6 +313,7 @@ DEEPSEEK = DraftClass(
     unknown_tensors="refused",
     legacy_aux_norm_names=False,
     cites=(),
+    builds_mla=_builds_mla,
 )
 REGISTRY = {  # model_executor/models/registry.py:698-714 (0.28: 645-660, the same names)
     "PEagleDraftModel": LLAMA,
