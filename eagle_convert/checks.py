@@ -229,16 +229,17 @@ def _bias(ctx: Context) -> list[VerifyFinding]:
                 expected="bias: true",
             )
         )
-    if flag and "vllm" in ctx.engines:
-        out.append(
-            cfg_finding(
-                "EC209",
-                "bias: true: vLLM reads it as an o_proj bias the checkpoint does not have",
-                "bias",
-                expected=False,
-                actual=True,
+    for view in ctx.views:
+        if flag and view.bias_is == "o_proj":
+            out.append(
+                cfg_finding(
+                    "EC209",
+                    f"bias: true: {view.release} builds it as an o_proj bias the checkpoint does not have",
+                    "bias",
+                    expected=False,
+                    actual=True,
+                )
             )
-        )
     return out
 
 
@@ -486,11 +487,12 @@ def _d2t_missing(ctx: Context) -> list[VerifyFinding]:
 @check("EC405")
 def _draft_vocab_key(ctx: Context) -> list[VerifyFinding]:
     key = ctx.spec.dims.draft_vocab_size_key
-    if key == "absent" and "sglang" in ctx.engines:
+    failing = [v.release for v in ctx.views if "draft_vocab_size" in v.required_keys]
+    if key == "absent" and failing:
         return [
             cfg_finding(
                 "EC405",
-                "draft_vocab_size is missing: SGLang's Llama draft fails to load",
+                f"draft_vocab_size is missing: {', '.join(failing)} fail(s) to load the draft",
                 "draft_vocab_size",
                 expected="an integer",
             )

@@ -173,6 +173,8 @@ def engine_view(
         unknown_tensors=cls.unknown_tensors if cls else "refused",
         legacy_aux_norm_names=cls.legacy_aux_norm_names if cls else False,
         attention=cls.attention if cls else None,
+        bias_is=cls.bias_is if cls else None,
+        required_keys=list(cls.required_keys) if cls else [],
         mla_built=cls.builds_mla(raw_config) if cls and cls.builds_mla else None,
         num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
         problems=problems,

@@ -61,6 +61,8 @@ class DraftClass:
     legacy_aux_norm_names: bool  # aux_norm_low/mid/high are remapped to fc_norm.0/1/2
     cites: tuple[Behaviour, ...]
     builds_mla: Callable[[Mapping[str, Any]], bool] | None = None  # MLA classes: is MLA attention actually built?
+    bias_is: str = "fc"  # what the top-level ``bias`` key builds: "fc" (a bias on fc) or "o_proj"
+    required_keys: tuple[str, ...] = ()  # read as attributes: a missing key fails the load
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class EngineView:
     unknown_tensors: str
     legacy_aux_norm_names: bool
     attention: str | None
+    bias_is: str | None  # what this release builds from the top-level ``bias`` key ("fc" or "o_proj")
+    required_keys: list[str]  # config keys whose absence fails the load
     mla_built: bool | None  # MLA classes: whether the release builds MLA attention from this config (else MHA)
     num_layers: int  # draft layers the class builds: config num_hidden_layers (SG llama_eagle3.py:198-204, VL :198-208)
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone

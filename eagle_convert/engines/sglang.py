@@ -206,6 +206,7 @@ def _llama_class(version: str) -> DraftClass:
         qk_norm=False,
         unknown_tensors="dropped",
         legacy_aux_norm_names=True,
+        required_keys=("draft_vocab_size",),
         cites=(
             Behaviour("K", "num_aux_hidden_states, else len(eagle_config ids), else 3", _c(f, lines["k"])),
             Behaviour("fc_norm", "fc_norm or use_aux_norm (either true turns the norms on)", _c(f, lines["fc_norm"])),
@@ -222,6 +223,12 @@ def _llama_class(version: str) -> DraftClass:
                 "legacy-names", "midlayer->layers.0, aux_norm_low/mid/high->fc_norm.0/1/2", _c(f, lines["legacy"])
             ),
             Behaviour("unknown-tensors", "names with no parameter are skipped silently", _c(f, lines["unknown"])),
+            Behaviour("bias", "the top-level bias key is fc's bias", _c(f, "166" if new else "158")),
+            Behaviour(
+                "draft_vocab_size",
+                "read as an attribute (missing: the load fails); null -> the target's head",
+                _c(f, "306-308" if new else "278-280"),
+            ),
         ),
     )
 

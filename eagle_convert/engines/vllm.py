@@ -188,6 +188,7 @@ _LINES: dict[str, dict[str, str]] = {
         "defaults": "1751-1764",
         "registry": "698-714",
         "mla": "328-340",
+        "o_proj_bias": "267-271",
     },
     "0.28": {
         "llama.K": "175-182",
@@ -209,6 +210,7 @@ _LINES: dict[str, dict[str, str]] = {
         "defaults": "1580-1593",
         "registry": "645-660",
         "mla": "341-353",
+        "o_proj_bias": "267-271",
     },
 }
 
@@ -232,6 +234,7 @@ def _mha(name: str, k: Any, qk_norm: bool) -> DraftClass:
         unknown_tensors="refused",
         legacy_aux_norm_names=False,
         cites=(),
+        bias_is="o_proj",  # model_executor/models/llama.py:267-271: bias -> attention_bias -> o_proj bias
     )
 
 
@@ -257,11 +260,18 @@ def class_cites(version: str) -> tuple[Behaviour, ...]:
             ),
             Behaviour(f"{name}:norm_before_residual", "top-level norm_before_residual", _c(f, at[f"{cls}.nbr"])),
         ]
-    out.append(
-        Behaviour(
-            "Eagle3LlamaForCausalLM:q/k-norm",
-            "LlamaAttention has no q_norm/k_norm; only Eagle3Qwen3ForCausalLM (Qwen3DecoderLayer) loads them",
-            _c("model_executor/models/registry.py", at["registry"]),
+    out.extend(
+        (
+            Behaviour(
+                "Eagle3LlamaForCausalLM:bias",
+                "fc has no bias; the top-level bias key becomes an o_proj bias through the Llama attention",
+                _c("model_executor/models/llama.py", at["o_proj_bias"]),
+            ),
+            Behaviour(
+                "Eagle3LlamaForCausalLM:q/k-norm",
+                "LlamaAttention has no q_norm/k_norm; only Eagle3Qwen3ForCausalLM (Qwen3DecoderLayer) loads them",
+                _c("model_executor/models/registry.py", at["registry"]),
+            ),
         )
     )
     f = "model_executor/models/deepseek_eagle3.py"
