@@ -68,6 +68,7 @@ class ConventionInputs:
     num_layers: int | None = None
     location: str = "absent"  # "top-level", "eagle_config", "both" or "absent"
     paired: bool = False  # top-level and eagle_config ids name the same states, input-to and output-of
+    family: str | None = None  # the target family, when known
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,14 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
     if by_producer is not None and trusted:
         evidence.append(f"producer {inp.producer} (detected with high confidence) writes {by_producer} ids")
         return ConventionCall(by_producer, "medium", evidence)
-    if inp.location == "eagle_config" and by_producer == "output-of":
+    input_to_defaults = bool(n) and to_hidden_states(ids, "input-to") == default_hidden_states(n or 0)
+    # These producers generate their training states through SGLang, which shifts every id on Llama/Qwen targets
+    # but keeps a list not starting at 1 on DeepSeek/Kimi ones (engines/sglang.py): only the former settle it.
+    layout_fits = inp.location == "eagle_config" and by_producer == "output-of" and not input_to_defaults
+    if layout_fits and inp.producer_confidence in ("high", "medium") and inp.family in ("llama", "qwen"):
         evidence.append(
-            f"ids only in eagle_config, the layout {inp.producer} writes (with output-of ids), although the "
-            "producer was detected with low confidence"
+            f"ids only in eagle_config, the layout {inp.producer} writes (with output-of ids; producer detected "
+            f"with {inp.producer_confidence} confidence)"
         )
         return ConventionCall("output-of", "medium", evidence)
     evidence.append(

@@ -471,7 +471,17 @@ def _aux_layers(
     )
     n = target.num_hidden_layers
     call = decide_convention(
-        ConventionInputs(ids, producer, confidence, user_convention, recorded, n, location=location, paired=paired)
+        ConventionInputs(
+            ids,
+            producer,
+            confidence,
+            user_convention,
+            recorded,
+            n,
+            location=location,
+            paired=paired,
+            family=target.family,
+        )
     )
     convention = call.convention
     if convention == "default":
