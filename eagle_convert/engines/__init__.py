@@ -130,7 +130,7 @@ def engine_view(
         reachable = [0, top] if top is not None else None
         if capture.rule == "no capture":
             problems.append(
-                f"the target class has no set_eagle3_layers_to_capture: ValueError at start-up ({capture.cite})"
+                f"the target class has no set_eagle3_layers_to_capture: EAGLE3 fails at start-up ({capture.cite})"
             )
         elif picked is not None and top is not None and any(j > top or j < 0 for j in picked):
             problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
