@@ -13,7 +13,7 @@ convention is known) and what vLLM and SGLang will select.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 CONVENTIONS = ("output-of", "input-to")
 
@@ -46,17 +46,6 @@ def convert_ids(ids: list[int], source: str, target: str) -> list[int]:
 
 
 @dataclass(frozen=True)
-class EngineRead:
-    """What one engine does with the config: where it reads ids, how it maps them, what it selects."""
-
-    engine: str
-    ids_from: str  # "top-level", "eagle_config" or "defaults"
-    ids: list[int] | None
-    rule: str
-    hidden_state_indices: list[int] | None  # None when the target's N or family is needed and unknown
-
-
-@dataclass(frozen=True)
 class AuxLayers:
     ids: list[int] | None
     location: str  # "top-level", "eagle_config", "both" or "absent"
@@ -67,39 +56,6 @@ class AuxLayers:
     evidence: list[str]
     hidden_state_indices: list[int] | None
     readings: dict[str, list[int]]
-    engines: dict[str, EngineRead] = field(default_factory=dict)
-
-
-def sglang_rule(family: str | None) -> str | None:
-    """SGLang's reading of eagle_config ids, which depends on the target model class."""
-    return {"llama": "+1", "qwen": "+1", "deepseek": "+1 if first id is 1", "gpt-oss": "as-is"}.get(family or "")
-
-
-def _sglang_indices(ids: list[int], rule: str) -> list[int]:
-    shift = rule == "+1" or (rule == "+1 if first id is 1" and ids[0] == 1)
-    return sorted({x + 1 if shift else x for x in ids})
-
-
-def engine_reads(
-    top: list[int] | None, nested: list[int] | None, family: str | None, num_layers: int | None
-) -> dict[str, EngineRead]:
-    defaults = default_hidden_states(num_layers) if num_layers else None
-    if top:
-        vllm = EngineRead("vllm", "top-level", top, "hs[L]", sorted(set(top)))
-    elif nested:
-        vllm = EngineRead("vllm", "eagle_config", nested, "hs[L]", sorted(set(nested)))
-    else:
-        vllm = EngineRead("vllm", "defaults", None, "hs[2], hs[N//2], hs[N-3]", defaults)
-    rule = sglang_rule(family)
-    if not nested:
-        sglang = EngineRead("sglang", "defaults", None, "hs[2], hs[N//2], hs[N-3]", defaults)
-    elif rule is None:
-        sglang = EngineRead("sglang", "eagle_config", nested, "depends on the target family (unknown)", None)
-    else:
-        sglang = EngineRead(
-            "sglang", "eagle_config", nested, f"hs[L{rule}]" if rule == "+1" else rule, _sglang_indices(nested, rule)
-        )
-    return {"vllm": vllm, "sglang": sglang}
 
 
 @dataclass(frozen=True)
@@ -110,6 +66,9 @@ class ConventionInputs:
     user_convention: str | None = None
     recorded_convention: str | None = None  # from this tool's provenance block
     num_layers: int | None = None
+    location: str = "absent"  # "top-level", "eagle_config", "both" or "absent"
+    paired: bool = False  # top-level and eagle_config ids name the same states, input-to and output-of
+    family: str | None = None  # the target family, when known
 
 
 @dataclass(frozen=True)
@@ -134,6 +93,15 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
             "default", "high", ["no aux-layer ids in the config: the engines capture hs[2], hs[N//2], hs[N-3]"]
         )
 
+    if inp.paired:
+        return ConventionCall(
+            "input-to",
+            "high",
+            [
+                "the top-level ids are the eagle_config ids + 1: the same states written input-to (top level) "
+                "and output-of (eagle_config), a portable pair"
+            ],
+        )
     evidence: list[str] = []
     by_producer = PRODUCER_CONVENTION.get(inp.producer)
     trusted = by_producer is not None and inp.producer_confidence == "high"
@@ -144,6 +112,11 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         if to_hidden_states(ids, "input-to") == default_hidden_states(n):
             evidence.append(f"ids equal the input-to defaults [2, N//2, N-3] for N={n}")
 
+    if n and to_hidden_states(ids, "input-to") == default_hidden_states(n) and inp.location == "top-level":
+        evidence.append("top-level ids are where input-to writers put them")
+        return ConventionCall("input-to", "high", evidence)
+    if n and to_hidden_states(ids, "output-of") == default_hidden_states(n) and by_producer != "input-to":
+        return ConventionCall("output-of", "high", evidence)
     if min(ids) == 1:
         evidence.append(
             "first id is 1: read as input-to it would select hs[1], the output of layer 0, "
@@ -156,6 +129,16 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
     if by_producer is not None and trusted:
         evidence.append(f"producer {inp.producer} (detected with high confidence) writes {by_producer} ids")
         return ConventionCall(by_producer, "medium", evidence)
+    input_to_defaults = bool(n) and to_hidden_states(ids, "input-to") == default_hidden_states(n or 0)
+    # These producers generate their training states through SGLang, which shifts every id on Llama/Qwen targets
+    # but keeps a list not starting at 1 on DeepSeek/Kimi ones (engines/sglang.py): only the former settle it.
+    layout_fits = inp.location == "eagle_config" and by_producer == "output-of" and not input_to_defaults
+    if layout_fits and inp.producer_confidence in ("high", "medium") and inp.family in ("llama", "qwen"):
+        evidence.append(
+            f"ids only in eagle_config, the layout {inp.producer} writes (with output-of ids; producer detected "
+            f"with {inp.producer_confidence} confidence)"
+        )
+        return ConventionCall("output-of", "medium", evidence)
     evidence.append(
         f"first id is {min(ids)}: both readings are plausible"
         + (
@@ -170,19 +153,3 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
 def ids_for(hidden_states: list[int], convention: str) -> list[int]:
     """The ids that select ``hidden_states`` under ``convention`` (the inverse of :func:`to_hidden_states`)."""
     return [j - 1 if convention == "output-of" else j for j in sorted(set(hidden_states))]
-
-
-def sglang_ids_for(hidden_states: list[int], family: str) -> tuple[list[int], str] | None:
-    """Ids for ``eagle_config`` that make SGLang select ``hidden_states`` for a target of ``family``.
-
-    Returns (ids, the convention they follow), checked against :func:`engine_reads` itself, or None when SGLang's
-    rule for that family cannot express the selection (e.g. hs[1] for DeepSeek/Kimi targets).
-    """
-    wanted = sorted(set(hidden_states))
-    for convention in CONVENTIONS:
-        ids = ids_for(wanted, convention)
-        if min(ids) < 0:
-            continue
-        if engine_reads(None, ids, family, None)["sglang"].hidden_state_indices == wanted:
-            return ids, convention
-    return None

@@ -15,26 +15,15 @@ from typing import Any
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec
+from eagle_convert.engines import EngineView
 from eagle_convert.errors import InputError
 from eagle_convert.expected import Expected
-from eagle_convert.findings import ENGINE_NAMES
 from eagle_convert.mapping import map_key
 from eagle_convert.rules import RULES
 from eagle_convert.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.verify_report import VerifyFinding
 
 CONFIG = "config.json"
-SGLANG_ARCHITECTURES = frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"})
-VLLM_ARCHITECTURES = frozenset(
-    {
-        "LlamaForCausalLMEagle3",
-        "Eagle3LlamaForCausalLM",
-        "Eagle3DeepseekV2ForCausalLM",
-        "Eagle3Speculator",
-        "Eagle3DraftModel",
-    }
-)
-MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 # Config fields whose null value strict config classes reject (FORMATS.md section 8, item 15).
 TYPED_FIELDS = (
     "use_cache",
@@ -56,11 +45,12 @@ class Context:
     ckpt: Checkpoint
     spec: DraftSpec
     target: TargetConfig | None
-    engines: tuple[str, ...]
+    engines: tuple[str, ...]  # engine names ("vllm", "sglang") of the selected releases
     strict: bool
     expected: dict[str, Expected]
     canonical: dict[str, str] = field(default_factory=dict)  # canonical name -> stored tensor name
     unplaced: list[str] = field(default_factory=list)  # stored names no layout table places
+    views: list[EngineView] = field(default_factory=list)  # what each selected release builds from the config
 
     @property
     def cfg(self) -> dict[str, Any]:
@@ -156,58 +146,6 @@ def _draft_class(ctx: Context) -> str:
     return "Eagle3DeepseekV2ForCausalLM" if ctx.spec.attention == "mla" else "LlamaForCausalLMEagle3"
 
 
-def _vllm_accepts(ctx: Context, arch: str) -> bool:
-    return arch in VLLM_ARCHITECTURES or f"Eagle3{arch}" in VLLM_ARCHITECTURES or "speculators_model_type" in ctx.cfg
-
-
-@check("EC012")
-def _accepted(ctx: Context) -> list[VerifyFinding]:
-    archs = ctx.spec.config.architectures
-    out = []
-    if (
-        "sglang" in ctx.engines
-        and not set(archs) & SGLANG_ARCHITECTURES
-        and not all(_TARGET_CLASS.match(a) for a in archs or ("",))
-    ):
-        out.append(
-            cfg_finding(
-                "EC012",
-                f"SGLang has no draft class for architectures {list(archs)}",
-                "architectures",
-                expected=_draft_class(ctx),
-                actual=list(archs),
-            )
-        )
-    if "vllm" in ctx.engines and not any(_vllm_accepts(ctx, a) for a in archs):
-        out.append(
-            cfg_finding(
-                "EC012",
-                f"vLLM has no EAGLE3 draft class for architectures {list(archs)}",
-                "architectures",
-                expected=_draft_class(ctx),
-                actual=list(archs),
-            )
-        )
-    return out
-
-
-@check("EC013")
-def _mla_model_type(ctx: Context) -> list[VerifyFinding]:
-    mt = ctx.spec.config.model_type
-    if "vllm" not in ctx.engines or ctx.spec.attention != "mla" or mt in MLA_MODEL_TYPES:
-        return []
-    return [
-        cfg_finding(
-            "EC013",
-            f"MLA draft with model_type {mt!r}: vLLM detects MLA drafts only for deepseek "
-            "model types and would build MHA attention",
-            "model_type",
-            expected="deepseek_v3",
-            actual=mt,
-        )
-    ]
-
-
 @check("EC015")
 def _layer_prefix(ctx: Context) -> list[VerifyFinding]:
     prefix = ctx.spec.layer_prefix or ""
@@ -230,50 +168,21 @@ def _layer_prefix(ctx: Context) -> list[VerifyFinding]:
 # ---- aux layers ------------------------------------------------------------------------------------------------------
 
 
-@check("EC105")
-def _ids_in_range(ctx: Context) -> list[VerifyFinding]:
-    n = ctx.spec.target.num_hidden_layers
-    if n is None:
-        return []
-    out = []
-    for engine, read in ctx.spec.aux.engines.items():
-        picked = read.hidden_state_indices
-        if engine not in ctx.engines or not picked or read.ids is None:
-            continue
-        top = n if engine == "vllm" else n - 1  # SGLang captures before a layer runs: hs[N] is out of reach
-        bad = [j for j in picked if not 1 <= j <= top]
-        if bad:
-            key = (
-                "eagle_aux_hidden_state_layer_ids"
-                if read.ids_from == "top-level"
-                else "eagle_config.eagle_aux_hidden_state_layer_ids"
-            )
-            out.append(
-                cfg_finding(
-                    "EC105",
-                    f"{ENGINE_NAMES.get(engine, engine)} would select hs{picked}; {bad} are outside hs[1..{top}] it "
-                    f"can capture from a {n}-layer target",
-                    key,
-                    expected=f"1..{top}",
-                    actual=bad,
-                )
-            )
-    return out
-
-
 @check("EC109")
 def _ids_location(ctx: Context) -> list[VerifyFinding]:
     aux = ctx.spec.aux
-    if "sglang" not in ctx.engines or aux.location != "top-level":
+    if aux.location != "top-level":
         return []
     return [
         cfg_finding(
             "EC109",
-            f"aux-layer ids {aux.ids} are only at the top level: SGLang reads "
-            "eagle_config.eagle_aux_hidden_state_layer_ids and would capture its defaults",
+            f"aux-layer ids {aux.ids} are only at the top level: {view.release} does not read them there and "
+            f"captures {'hs' + str(view.hidden_state_indices) if view.hidden_state_indices else 'its defaults'}",
             "eagle_aux_hidden_state_layer_ids",
             actual=aux.ids,
         )
+        for view in ctx.views
+        if view.ids_from == "defaults" and view.hidden_state_indices != aux.hidden_state_indices
     ]
 
 
@@ -320,16 +229,17 @@ def _bias(ctx: Context) -> list[VerifyFinding]:
                 expected="bias: true",
             )
         )
-    if flag and "vllm" in ctx.engines:
-        out.append(
-            cfg_finding(
-                "EC209",
-                "bias: true: vLLM reads it as an o_proj bias the checkpoint does not have",
-                "bias",
-                expected=False,
-                actual=True,
+    for view in ctx.views:
+        if flag and view.bias_is == "o_proj":
+            out.append(
+                cfg_finding(
+                    "EC209",
+                    f"bias: true: {view.release} builds it as an o_proj bias the checkpoint does not have",
+                    "bias",
+                    expected=False,
+                    actual=True,
+                )
             )
-        )
     return out
 
 
@@ -375,11 +285,17 @@ def _missing(ctx: Context) -> list[VerifyFinding]:
 
 @check("EC302")
 def _unexpected(ctx: Context) -> list[VerifyFinding]:
-    vllm = "vllm" in ctx.engines
-    severity = "error" if vllm else "warning"
-    consequence = "vLLM refuses to load it" if vllm else "SGLang ignores it silently"
-    if vllm and "sglang" in ctx.engines:
-        consequence = "vLLM refuses to load it; SGLang ignores it silently"
+    refusing = [v.release for v in ctx.views if v.unknown_tensors == "refused"]
+    dropping = [v.release for v in ctx.views if v.unknown_tensors == "dropped"]
+    severity = "error" if refusing else "warning"
+    consequence = "; ".join(
+        part
+        for part in (
+            f"{', '.join(refusing)} refuse to load it" if refusing else "",
+            f"{', '.join(dropping)} drop it silently" if dropping else "",
+        )
+        if part
+    )
     out = [
         tensor_finding(ctx, "EC302", f"tensor {name} matches no known layout: {consequence}", name, severity=severity)
         for name in ctx.unplaced
@@ -398,18 +314,6 @@ def _unexpected(ctx: Context) -> list[VerifyFinding]:
                 severity=severity,
             )
         )
-    if "sglang" in ctx.engines:
-        for name in ("midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight"):
-            if name in ctx.canonical:
-                out.append(
-                    tensor_finding(
-                        ctx,
-                        "EC302",
-                        f"{name}: SGLang's draft layer has no q/k norm and ignores it silently (vLLM applies it)",
-                        name,
-                        severity="warning",
-                    )
-                )
     return out
 
 
@@ -583,11 +487,12 @@ def _d2t_missing(ctx: Context) -> list[VerifyFinding]:
 @check("EC405")
 def _draft_vocab_key(ctx: Context) -> list[VerifyFinding]:
     key = ctx.spec.dims.draft_vocab_size_key
-    if key == "absent" and "sglang" in ctx.engines:
+    failing = [v.release for v in ctx.views if "draft_vocab_size" in v.required_keys]
+    if key == "absent" and failing:
         return [
             cfg_finding(
                 "EC405",
-                "draft_vocab_size is missing: SGLang's Llama draft fails to load",
+                f"draft_vocab_size is missing: {', '.join(failing)} fail(s) to load the draft",
                 "draft_vocab_size",
                 expected="an integer",
             )

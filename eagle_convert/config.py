@@ -256,6 +256,8 @@ class TargetConfig:
     rope_scaling: dict[str, Any] | None
     quantization_config: dict[str, Any] | None
     nested_text_config: bool
+    architectures: tuple[str, ...] = ()
+    name_or_path: str | None = None  # the target config's _name_or_path (a Hub id or the path it was saved from)
 
     @classmethod
     def from_path(cls, path: str | Path) -> TargetConfig:
@@ -299,4 +301,6 @@ class TargetConfig:
             rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None,
             quantization_config=quant if isinstance(quant, dict) else None,
             nested_text_config=bool(text),
+            architectures=tuple(a for a in raw.get("architectures") or () if isinstance(a, str)),
+            name_or_path=raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None,
         )

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eagle_convert.findings import ENGINE_NAMES, Finding
+from eagle_convert.findings import Finding
 from eagle_convert.rules import RULES
 from eagle_convert.verify_report import TENSOR_VALUES
 
@@ -158,8 +158,10 @@ def _render_aux(doc: dict[str, Any], console: Console) -> None:
     for convention, picked in aux["readings"].items():
         _row(layers, f"if {convention}", f"hs{picked}")
     for engine, read in aux["engines"].items():
-        picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] else "needs the target's N"
-        _row(layers, ENGINE_NAMES.get(engine, engine), f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
+        if "@" not in engine:
+            continue  # "vllm"/"sglang" repeat the newest releases, listed by name below
+        picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] is not None else "unknown"
+        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
     target = doc["target"]
     _row(
         layers,

@@ -17,12 +17,11 @@ from eagle_convert.aux_layers import (
     ConventionInputs,
     decide_convention,
     default_hidden_states,
-    engine_reads,
     to_hidden_states,
 )
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.config import FAMILIES, Dims, DraftConfig, TargetConfig, family_of
-from eagle_convert.findings import ENGINE_NAMES, Finding
+from eagle_convert.findings import Finding
 from eagle_convert.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
 from eagle_convert.producers import PROVENANCE_KEY, Facts, recognise
 from eagle_convert.rules import finding
@@ -60,6 +59,7 @@ class TargetInfo:
     num_hidden_layers: int | None
     hidden_size: int | None
     source: str | None
+    model_type: str | None = None  # the target's (text) model_type when known exactly
 
 
 @dataclass(frozen=True)
@@ -314,17 +314,9 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
             )
         )
 
-    # norm_before_fc: vLLM lets eagle_config's value win; SGLang reads only the top level.
+    # norm_before_fc: the nested value wins when both are set (how the engines' readings differ is engines/).
     if cfg.eagle_config_norm_before_fc is not None:
         nbf = Flag(cfg.eagle_config_norm_before_fc, "eagle_config.norm_before_fc")
-        if cfg.eagle_config_norm_before_fc and not cfg.norm_before_fc:
-            out.append(
-                finding(
-                    "EC204",
-                    "norm_before_fc is set only inside eagle_config: vLLM applies it, SGLang skips the norm silently",
-                    subject="eagle_config.norm_before_fc",
-                )
-            )
     elif cfg.norm_before_fc is not None:
         nbf = Flag(cfg.norm_before_fc, "norm_before_fc")
     elif f.has_local("input_norm.weight"):
@@ -377,7 +369,14 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
 def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
     if target is not None:
         family_source = f"target config model_type {target.text_model_type!r}"
-        return TargetInfo(target.family, family_source, target.num_hidden_layers, target.hidden_size, target.source)
+        return TargetInfo(
+            target.family,
+            family_source,
+            target.num_hidden_layers,
+            target.hidden_size,
+            target.source,
+            target.text_model_type or target.model_type,
+        )
     hints: list[tuple[str, Any]] = [("draft config target_model_type", cfg.raw.get("target_model_type"))]
     verifier = cfg.raw.get("speculators_config", {})
     if isinstance(verifier, dict) and isinstance(verifier.get("verifier"), dict):
@@ -398,7 +397,8 @@ def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
             else (family_of(hint) or _family_from_arch(hint))
         )
         if family:
-            return TargetInfo(family, f"{source} {hint!r} (no --target)", None, None, None)
+            exact = hint if family_of(hint) and not source.startswith("MLA") else None
+            return TargetInfo(family, f"{source} {hint!r} (no --target)", None, None, None, exact)
     return TargetInfo(None, "unknown (pass --target)", None, None, None)
 
 
@@ -468,16 +468,23 @@ def _aux_layers(
         location_used = "top-level" if top else "eagle_config"
         if isinstance(conventions, dict) and conventions.get(location_used) in CONVENTIONS:
             recorded = conventions[location_used]
-    elif top and nested and top != nested:
-        out.append(
-            finding(
-                "EC103",
-                f"top-level ids {top} differ from eagle_config ids {nested}: vLLM reads the first, SGLang the second",
-                subject="eagle_aux_hidden_state_layer_ids",
-            )
-        )
+    paired = bool(
+        top and nested and top != nested and to_hidden_states(top, "input-to") == to_hidden_states(nested, "output-of")
+    )
     n = target.num_hidden_layers
-    call = decide_convention(ConventionInputs(ids, producer, confidence, user_convention, recorded, n))
+    call = decide_convention(
+        ConventionInputs(
+            ids,
+            producer,
+            confidence,
+            user_convention,
+            recorded,
+            n,
+            location=location,
+            paired=paired,
+            family=target.family,
+        )
+    )
     convention = call.convention
     if convention == "default":
         trained = default_hidden_states(n) if n else None
@@ -486,8 +493,7 @@ def _aux_layers(
     else:
         trained = None
     readings = {c: to_hidden_states(ids, c) for c in ("output-of", "input-to")} if ids else {}
-    engines = engine_reads(top, nested, target.family, n)
-    aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings, engines)
+    aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings)
     if call.conflict:
         out.append(finding("EC108", "; ".join(call.evidence), subject="eagle_aux_hidden_state_layer_ids"))
     _aux_findings(aux, producer, n, out)
@@ -528,29 +534,6 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
                 f"aux-layer ids {aux.ids} are not sorted and unique; the engines capture "
                 f"{sorted(set(aux.ids))} in layer order (fc column blocks must follow that order)",
                 subject=key,
-            )
-        )
-    picks = {
-        name: read.hidden_state_indices for name, read in aux.engines.items() if read.hidden_state_indices is not None
-    }
-    if aux.hidden_state_indices is not None:
-        for name, picked in picks.items():
-            if picked != aux.hidden_state_indices:
-                out.append(
-                    finding(
-                        "EC104",
-                        f"{ENGINE_NAMES[name]} would feed hs{picked} but the draft was trained on "
-                        f"hs{aux.hidden_state_indices} ({aux.convention})",
-                        subject=key,
-                        expected=aux.hidden_state_indices,
-                        actual=picked,
-                        engine=name,
-                    )
-                )
-    elif len(picks) == 2 and picks["vllm"] != picks["sglang"]:
-        out.append(
-            finding(
-                "EC103", f"vLLM would feed hs{picks['vllm']} and SGLang hs{picks['sglang']}", subject=key, actual=picks
             )
         )
     if n is not None and aux.hidden_state_indices and not all(1 <= j <= n for j in aux.hidden_state_indices):

@@ -86,8 +86,20 @@ def _attention(d: Dims, spec: DraftSpec, two_h: int | None) -> list[Expected]:
         Expected(p + "k_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "key projection of the 2H input"),
         Expected(p + "v_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "value projection of the 2H input"),
         Expected(p + "o_proj.weight", _shape(h, _mul(heads, hd)), "weight", True, "attention output"),
-        Expected(p + "q_norm.weight", _shape(hd), "norm", False, "Qwen3-style per-head query norm (vLLM only)"),
-        Expected(p + "k_norm.weight", _shape(hd), "norm", False, "Qwen3-style per-head key norm (vLLM only)"),
+        Expected(
+            p + "q_norm.weight",
+            _shape(hd),
+            "norm",
+            False,
+            "Qwen3-style per-head query norm (see engines/: which classes have one)",
+        ),
+        Expected(
+            p + "k_norm.weight",
+            _shape(hd),
+            "norm",
+            False,
+            "Qwen3-style per-head key norm (see engines/: which classes have one)",
+        ),
     ]
     if spec.config.attention_bias:
         out += [

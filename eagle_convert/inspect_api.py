@@ -12,10 +12,12 @@ from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.checks import null_typed_fields
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import resolve_engines
 from eagle_convert.findings import Finding
 from eagle_convert.hub import open_source
 from eagle_convert.layouts import split_name
 from eagle_convert.rules import finding, fix_fields
+from eagle_convert.truth import engines_json, gate_findings, views
 
 SCHEMA_VERSION = 1
 
@@ -73,7 +75,7 @@ class InspectReport:
                 "evidence": aux.evidence,
                 "hidden_state_indices": aux.hidden_state_indices,
                 "readings": aux.readings,
-                "engines": {name: asdict(read) for name, read in aux.engines.items()},
+                "engines": engines_json(spec),
             },
             "num_aux_hidden_states": spec.num_aux_hidden_states,
             "num_aux_hidden_states_source": spec.num_aux_source,
@@ -154,4 +156,5 @@ def inspect_checkpoint(
         finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
         for key in null_typed_fields(ckpt.config or {})
     ]
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings)
+    gate = gate_findings(spec, ckpt.tensors, views(spec, resolve_engines("both")))
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate)

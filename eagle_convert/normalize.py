@@ -16,10 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states, engine_reads, sglang_ids_for
+from eagle_convert.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.config import FAMILIES, TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import (
+    FAMILY_MODEL_TYPE,
+    RELEASES,
+    draft_architecture,
+    eagle_config_ids_for,
+    engine_view,
+    resolve_engines,
+)
 from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
 from eagle_convert.findings import Finding
 from eagle_convert.hub import parse_repo_ref
@@ -166,6 +174,9 @@ def normalize_checkpoint(
     if measured is not None:
         sem.provenance["convention_measured"] = measured
     raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
+    n_target = target_cfg.num_hidden_layers if target_cfg else None
+    mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
+    findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
     plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
@@ -187,13 +198,16 @@ def normalize_checkpoint(
     )
     if not dry_run:
         files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
-        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile])
+        n = target_cfg.num_hidden_layers if target_cfg else None
+        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n)
         write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
         report.written = True
     return report
 
 
-def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], tmp: Path) -> None:
+def _check_output(
+    sem: Semantics, family: str | None, engines: tuple[str, ...], num_layers: int | None, tmp: Path
+) -> None:
     """Re-read the written draft before it is committed: it must mean exactly what the plan resolved."""
     spec = detect(open_checkpoint(tmp))
     got = {
@@ -210,14 +224,50 @@ def _check_output(sem: Semantics, family: str | None, engines: tuple[str, ...], 
         diff = {k: (want[k], got[k]) for k in got if got[k] != want[k]}
         raise RuntimeError(f"normalize wrote a draft that reads differently from the plan {diff}; nothing was kept")
     if sem.hidden_states is not None and family is not None:
-        reads = engine_reads(spec.aux.top_level_ids, spec.aux.eagle_config_ids, family, None)
-        for engine in engines:
-            read = reads[engine]
-            if read.ids is None or read.hidden_state_indices != sem.hidden_states:
+        for release in resolve_engines(",".join(engines)):
+            n = num_layers or max(sem.hidden_states) + 1  # the least N that holds every trained state
+            view = engine_view(
+                release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=n
+            )
+            if view.ids is None or view.hidden_state_indices != sem.hidden_states:
                 raise RuntimeError(
-                    f"{engine} would select hs{read.hidden_state_indices} from the written config, "
+                    f"{release.name} would select hs{view.hidden_state_indices} from the written config, "
                     f"not hs{sem.hidden_states}; nothing was kept"
                 )
+
+
+def _unsatisfied_releases(
+    raw_out: dict[str, Any], sem: Semantics, engines: tuple[str, ...], model_type: str | None, n: int | None
+) -> list[Finding]:
+    """Every modelled release of the profile's engines that reads the written config other than as trained."""
+    out: list[Finding] = []
+    releases = [r for r in RELEASES.values() if r.engine in engines]
+    for release in releases:
+        view = engine_view(release, raw_out, target_model_type=model_type, target_num_layers=n)
+        wrong: dict[str, tuple[object, object]] = {
+            key: (want, got)
+            for key, want, got in (
+                ("hidden states", sem.hidden_states, view.hidden_state_indices),
+                ("fc_norm", sem.fc_norm, view.fc_norm),
+                ("norm_before_fc", sem.norm_before_fc, view.norm_before_fc),
+                ("K", sem.num_aux_hidden_states, view.num_aux_hidden_states),
+            )
+            if want is not None and got is not None and want != got
+        }
+        if view.draft_class is None:
+            wrong["draft class"] = ("an EAGLE3 class", None)
+        if wrong:
+            what = "; ".join(f"{k}: needs {w}, builds {g}" for k, (w, g) in wrong.items())
+            out.append(
+                Finding(
+                    "EC104" if "hidden states" in wrong else "EC211",
+                    "warning",
+                    f"{release.name} cannot read the written config as trained ({what}); deploy to another release",
+                    subject="config.json",
+                    engine=release.name,
+                )
+            )
+    return out
 
 
 def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
@@ -316,6 +366,14 @@ def _resolve(
                     subject="eagle_aux_hidden_state_layer_ids",
                 )
             )
+    qk_norm = any(_local(n).endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ckpt.tensors)
+    if qk_norm and draft_architecture(spec.attention, qk_norm) is None and profile in ("portable", "sglang"):
+        raise NormalizeRefused(
+            "the draft has q/k norm weights: SGLang's draft classes have none (it would drop them), and vLLM loads "
+            "them only as Eagle3Qwen3ForCausalLM",
+            path=src,
+            hint="use --profile vllm (writes architectures Eagle3Qwen3ForCausalLM)",
+        )
     if len(set(aux.ids or [])) != len(aux.ids or []):
         raise NormalizeRefused(f"aux-layer ids {aux.ids} repeat a layer; the engines capture each layer once", path=src)
     sglang_ids, sglang_convention = None, None
@@ -326,7 +384,9 @@ def _resolve(
                 path=src,
                 hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
             )
-        found = sglang_ids_for(hidden, family)
+        found = eagle_config_ids_for(
+            "sglang", hidden, target.text_model_type if target else FAMILY_MODEL_TYPE.get(family), None
+        )
         if found is None:
             raise NormalizeRefused(
                 f"SGLang's rule for {family} targets cannot select hs{hidden}",
@@ -340,13 +400,19 @@ def _resolve(
     lm_head = next((t for n, t in ckpt.tensors.items() if _local(n) == "lm_head.weight"), None)
     draft_vocab = d.draft_vocab_size if d.draft_vocab_size is not None else (lm_head.shape[0] if lm_head else None)
     stash = flatten_source(ckpt.config or {})[1]
-    provenance: dict[str, Any] = {
-        "version": __version__,
-        "profile": profile,
+    prior = (ckpt.config or {}).get(PROVENANCE_KEY)
+    origin = {
         "source_producer": spec.producer,
         "source_layout": spec.layer_prefix,
         "source_convention": aux.convention,
         "source_ids": {"top-level": aux.top_level_ids, "eagle_config": aux.eagle_config_ids},
+    }
+    if isinstance(prior, dict):  # normalizing a normalized draft: the original source stays on record
+        origin.update({k: prior[k] for k in origin if k in prior})
+    provenance: dict[str, Any] = {
+        "version": __version__,
+        "profile": profile,
+        **origin,
         "hidden_state_indices": hidden,
         "target_family": family,
         "aux_conventions": {"top-level": "input-to", "eagle_config": sglang_convention},
@@ -354,7 +420,9 @@ def _resolve(
     if stash:
         provenance["speculators"] = stash
     if target is not None:
-        provenance["verifier"] = {"name_or_path": target.source.removesuffix("/config.json"), "architectures": []}
+        hub_id = _hub_id(target.name_or_path)
+        # a Hub id or nothing: never the local path the target was read from
+        provenance["verifier"] = {"name_or_path": hub_id, "architectures": list(target.architectures)}
     sem = Semantics(
         attention=spec.attention,
         num_aux_hidden_states=spec.num_aux_hidden_states,
@@ -369,8 +437,17 @@ def _resolve(
         sglang_ids=sglang_ids,
         provenance=provenance,
         speculators_stash=stash,
+        qk_norm=qk_norm,
     )
     return sem, findings
+
+
+def _hub_id(name: str | None) -> str | None:
+    """``owner/name`` when ``name`` is a Hub id; None for a local path or nothing."""
+    if not name or name.startswith((".", "/", "~")):
+        return None
+    ref = parse_repo_ref(name)
+    return ref[0] if ref else None
 
 
 def _local(name: str) -> str:

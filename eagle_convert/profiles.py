@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.config import IDS_KEY, SPECULATORS_LAYER_KEY
+from eagle_convert.engines import draft_architecture, vllm_qk_norm_architecture
 from eagle_convert.producers import PROVENANCE_KEY
 
 # Keys the speculators format keeps at the top level; everything else lives in transformer_layer_config.
@@ -40,8 +41,6 @@ SPECULATORS_WRAPPER_KEYS = ("speculators_model_type", "speculators_version", "sp
 _EAGLE_ONLY_KEYS = frozenset(
     {"eagle_config", PROVENANCE_KEY, "num_aux_hidden_states", "bias", "use_aux_norm", "tie_word_embeddings"}
 )
-MHA_ARCHITECTURE = "LlamaForCausalLMEagle3"
-MLA_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,7 @@ class Semantics:
     sglang_ids: list[int] | None
     provenance: dict[str, Any]
     speculators_stash: dict[str, Any] = field(default_factory=dict)
+    qk_norm: bool = False  # the draft attention has q_norm/k_norm weights
 
 
 Reasons = dict[str, str]
@@ -91,12 +91,9 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
         cfg[key] = value
         reasons[key] = why
 
-    if sem.attention == "mla":
-        put("architectures", [MLA_ARCHITECTURE], "the MLA draft class both engines load")
-        put("model_type", "deepseek_v3", "vLLM detects MLA drafts only for deepseek model types")
-    else:
-        put("architectures", [MHA_ARCHITECTURE], "the only MHA draft class both engines accept")
-        put("model_type", "llama", "the config class of the MHA draft layer")
+    arch, model_type, why = draft_architecture(sem.attention, sem.qk_norm) or vllm_qk_norm_architecture()
+    put("architectures", [arch], why)
+    put("model_type", model_type, "the config class of the draft layer (" + why + ")")
     put("draft_vocab_size", sem.draft_vocab_size, "explicit: SGLang Llama drafts fail when the key is missing")
     put("target_hidden_size", sem.target_hidden_size, "explicit integer: null crashes both engines")
     put("num_aux_hidden_states", sem.num_aux_hidden_states, "explicit fc width in aux states (K)")
@@ -150,8 +147,11 @@ def _vllm(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, An
 def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
     stash = sem.speculators_stash
     layer = {k: v for k, v in cfg.items() if k not in SPECULATORS_TOP_KEYS and k not in _EAGLE_ONLY_KEYS}
-    layer["architectures"] = stash.get("layer_architectures") or ["LlamaForCausalLM"]
-    layer["model_type"] = "llama"
+    # vLLM routes a speculators eagle3 config by its layer model_type: qwen3 is the class with q/k norms
+    layer["architectures"] = stash.get("layer_architectures") or [
+        "Qwen3ForCausalLM" if sem.qk_norm else "LlamaForCausalLM"
+    ]
+    layer["model_type"] = "qwen3" if sem.qk_norm else "llama"
     out: dict[str, Any] = {
         "architectures": stash.get("architectures") or ["Eagle3Speculator"],
         "speculators_model_type": stash.get("speculators_model_type", "eagle3"),

@@ -134,7 +134,10 @@ _RULES = (
     ),
     Rule("EC203", "norm-before-fc-flag-weights", "error", "norm_before_fc and input_norm.weight disagree."),
     Rule(
-        "EC204", "norm-before-fc-hidden", "warning", "norm_before_fc is only in eagle_config, where only vLLM reads it."
+        "EC204",
+        "norm-before-fc-hidden",
+        "warning",
+        "The weights have input_norm but an engine release does not build it.",
     ),
     Rule("EC205", "exclusive-norms", "error", "fc_norm and norm_before_fc are both on; they are mutually exclusive."),
     Rule(
@@ -415,6 +418,13 @@ _RULES = (
         "error",
         "The reference target disagrees with transformers on these tokens: the probe's numbers cannot be trusted.",
     ),
+    Rule(
+        "EC211",
+        "engine-flag-misread",
+        "error",
+        "An engine release builds the draft with a flag or fc width (fc_norm, norm_before_fc, norm_before_residual, "
+        "K) other than the weights need.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -432,6 +442,7 @@ FIXED_BY_NORMALIZE = frozenset(
         "EC202",
         "EC204",
         "EC208",
+        "EC211",
         "EC403",
         "EC405",
         "EC501",

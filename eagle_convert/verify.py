@@ -16,14 +16,15 @@ from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.checks import STATIC_CHECKS, Context, map_names
 from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.engines import resolve_engines
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.expected import expected_tensors
 from eagle_convert.findings import SEVERITIES, Finding
 from eagle_convert.hub import HubStore, open_source
 from eagle_convert.rules import LEVELS, RULES
+from eagle_convert.truth import gate_findings, views
 from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
 
-ENGINES = {"both": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
 FAIL_LEVELS = ("error", "warning")
 # Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
 STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
@@ -84,9 +85,10 @@ def load_settings(start: Path) -> dict[str, Any]:
     return {}
 
 
-# The keys of [tool.eagle-convert] and what each may hold (None: a rule list, a string or a list of strings).
-SETTINGS: dict[str, tuple[str, ...] | None] = {
-    "engine": tuple(ENGINES),
+# The keys of [tool.eagle-convert] and what each may hold (None: a rule list, a string or a list of strings;
+# "engines": what --engine takes, checked by resolve_engines).
+SETTINGS: dict[str, tuple[str, ...] | str | None] = {
+    "engine": "engines",
     "fail-level": FAIL_LEVELS,
     "select": None,
     "ignore": None,
@@ -105,7 +107,15 @@ def _check_settings(settings: dict[str, Any], path: Path) -> None:
                 + f"the keys are {', '.join(SETTINGS)} (docs/ci.md)",
             )
         choices = SETTINGS[key]
-        if choices is not None and value not in choices:
+        if choices == "engines":
+            try:
+                resolve_engines(value if isinstance(value, str) else "")
+            except UsageError as exc:
+                raise UsageError(
+                    f"[tool.eagle-convert] engine = {value!r}: {exc.cause}", path=path, hint=exc.hint
+                ) from None
+            continue
+        if isinstance(choices, tuple) and value not in choices:
             raise UsageError(
                 f"[tool.eagle-convert] {key} = {value!r} is not one of {', '.join(choices)}",
                 path=path,
@@ -195,8 +205,7 @@ def verify_checkpoint(
     ``probe_progress(what, done, total)`` hears of the tensors read at ``tensors`` and of the target layers run in
     the probe's long parts.
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    releases = resolve_engines(engine)
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
     if level == "target" and target is None:
@@ -213,7 +222,7 @@ def verify_checkpoint(
     if fail_level not in FAIL_LEVELS:
         raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
-    engines = ENGINES[engine]
+    engines = tuple(dict.fromkeys(r.engine for r in releases))
     ckpt = open_source(path, token)
     if ckpt.revision is not None and level != "static":
         raise UsageError(
@@ -225,7 +234,8 @@ def verify_checkpoint(
     target_cfg = TargetConfig.from_path(target) if target is not None else None
     spec = detect(ckpt, target_cfg, aux_convention)
     canonical, unplaced = map_names(ckpt, spec)
-    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced)
+    chosen_views = views(spec, releases)
+    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced, chosen_views)
     depth = LEVELS.index(level)
 
     def enabled(rule_id: str) -> bool:
@@ -233,9 +243,7 @@ def verify_checkpoint(
 
     found: list[VerifyFinding] = []
     notes = [Finding(n.rule_id, n.severity, n.message) for n in ckpt.notes]
-    for f in notes + spec.findings:
-        if f.engine is not None and f.engine not in engines:
-            continue
+    for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
         file, pointer = _pointer(spec, ckpt, f)
         found.append(VerifyFinding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
     if ckpt.weight_format == "pickle":

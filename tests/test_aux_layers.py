@@ -9,7 +9,6 @@ from eagle_convert.aux_layers import (
     convert_ids,
     decide_convention,
     default_hidden_states,
-    engine_reads,
     to_hidden_states,
 )
 
@@ -27,32 +26,6 @@ def test_both_conventions_defaults_select_the_same_states() -> None:
         out_of = [1, n // 2 - 1, n - 4]
         in_to = [2, n // 2, n - 3]
         assert to_hidden_states(out_of, "output-of") == to_hidden_states(in_to, "input-to") == default_hidden_states(n)
-
-
-def test_specforge_ids_in_eagle_config_are_read_differently_by_the_engines() -> None:
-    reads = engine_reads(None, [1, 15, 28], "llama", 32)
-    assert reads["vllm"].hidden_state_indices == [1, 15, 28]
-    assert reads["sglang"].hidden_state_indices == [2, 16, 29]
-
-
-@pytest.mark.parametrize(
-    ("family", "ids", "expected"),
-    [
-        ("deepseek", [1, 29, 57], [2, 30, 58]),
-        ("deepseek", [2, 30, 58], [2, 30, 58]),
-        ("qwen", [2, 30, 58], [3, 31, 59]),
-        ("gpt-oss", [1, 11, 21], [1, 11, 21]),
-        (None, [1, 11, 21], None),
-    ],
-)
-def test_sglang_rule_depends_on_target_family(family: str | None, ids: list[int], expected: list[int] | None) -> None:
-    assert engine_reads(None, ids, family, 61)["sglang"].hidden_state_indices == expected
-
-
-def test_ids_only_at_top_level_leave_sglang_on_defaults() -> None:
-    reads = engine_reads([2, 6, 9], None, "llama", 12)
-    assert reads["sglang"].ids_from == "defaults" and reads["sglang"].hidden_state_indices == [2, 6, 9]
-    assert reads["vllm"].ids_from == "top-level"
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.verify import verify_checkpoint
 from fixtures.layouts import INPUT_TO_IDS, LAYOUTS, OUTPUT_OF_IDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,18 +60,26 @@ def test_hidden_state_indices_with_target(fx: Path, name: str) -> None:
         assert aux["hidden_state_indices"] == [2, 6, 9]
 
 
-def test_specforge_ids_misread_by_vllm_is_an_error(fx: Path) -> None:
-    report = inspect_checkpoint(fx / "layouts" / "specforge-mha", target=fx / "targets" / "target-llama")
-    misreads = [f for f in report.findings if f.rule_id == "EC104"]
-    assert [f.actual for f in misreads] == [[1, 5, 8]]
-    assert "vLLM" in misreads[0].message and misreads[0].engine == "vllm" and misreads[0].severity == "error"
+def test_specforge_ids_misread_by_vllm_v1_only(fx: Path) -> None:
+    """SpecForge writes output-of ids [1, 5, 8] in eagle_config (trained on hs[2, 6, 9] of a 12-layer target).
+    vLLM's V1 runner reads them as-is (VL/v1/worker/gpu_model_runner.py:5190-5221): hs[1, 5, 8], a misread. V2 never
+    reads them (VL/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113-150) and captures the defaults hs[2, 6, 9]."""
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama"
+    v1 = verify_checkpoint(draft, target=target, engine="vllm@0.33-v1", compute_hashes=False)
+    misreads = [f for f in v1.findings if f.rule_id == "EC104"]
+    assert [f.actual for f in misreads] == [[1, 5, 8]] and v1.status == "fail"
+    assert "vllm@0.33-v1" in misreads[0].message and misreads[0].severity == "error"
+    v2 = verify_checkpoint(draft, target=target, engine="vllm@0.33", compute_hashes=False)
+    assert not [f for f in v2.findings if f.rule_id == "EC104"]
 
 
 def test_kimi_target_uses_text_config_and_deepseek_rule(fx: Path) -> None:
     doc = inspect_checkpoint(fx / "layouts" / "torchspec-mla", target=fx / "targets" / "target-kimi").to_dict()
     assert doc["target"]["family"] == "deepseek"
-    assert doc["aux_layers"]["engines"]["sglang"]["hidden_state_indices"] == [2, 6, 9]  # first id 1: +1
-    assert doc["aux_layers"]["engines"]["vllm"]["hidden_state_indices"] == OUTPUT_OF_IDS
+    engines = doc["aux_layers"]["engines"]
+    assert engines["sglang"]["hidden_state_indices"] == [2, 6, 9]  # SG/models/deepseek_v2.py:3458-3473: +1
+    assert engines["vllm@0.33-v1"]["hidden_state_indices"] == OUTPUT_OF_IDS  # V1 reads eagle_config as-is
+    assert engines["vllm"]["hidden_state_indices"] == engines["vllm@0.33"]["hidden_state_indices"] == [2, 6, 9]
 
 
 def test_explicit_convention_overrides_detection(fx: Path) -> None:

@@ -12,8 +12,8 @@ import torch
 from jsonschema import Draft202012Validator
 from safetensors.torch import load_file
 
-from eagle_convert.aux_layers import engine_reads
 from eagle_convert.checkpoint import open_checkpoint
+from eagle_convert.engines import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from eagle_convert.errors import InputError
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize import NormalizeRefused, normalize_checkpoint
@@ -124,14 +124,9 @@ def test_written_ids_select_the_trained_states_in_both_engines(
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     trained = report["semantics"]["hidden_states"]
     assert trained == [2, 6, 9]
-    reads = engine_reads(
-        config["eagle_aux_hidden_state_layer_ids"],
-        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"],
-        family,
-        12,
-    )
-    assert reads["vllm"].hidden_state_indices == trained
-    assert reads["sglang"].hidden_state_indices == trained
+    for release in RELEASES:  # every modelled release reads the written config as trained
+        view = engine_view(release, config, target_model_type=FAMILY_MODEL_TYPE[family], target_num_layers=12)
+        assert view.hidden_state_indices == trained, release
 
 
 def test_speculators_round_trip(fx: Path, tmp_path: Path) -> None:

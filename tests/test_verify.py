@@ -114,7 +114,9 @@ def test_cli_exit_codes_and_report_contract(fx: Path, corpus: Path, tmp_path: Pa
 
 
 def test_sarif_and_junit_outputs(corpus: Path, tmp_path: Path) -> None:
-    sarif = run_cli("verify", str(corpus / "specforge-ids-read-by-vllm"), "--format", "sarif")
+    sarif = run_cli(
+        "verify", str(corpus / "specforge-ids-read-by-vllm"), "--format", "sarif", "--engine", "vllm@0.33-v1"
+    )
     assert sarif.returncode == 1
     log = json.loads(sarif.stdout)
     SARIF.validate(log)

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from eagle_convert import __version__
-from eagle_convert.cli import hub_cmds, inspect_cmd, normalize_cmd, rules_cmd, verify_cmd
+from eagle_convert.cli import engines_cmd, hub_cmds, inspect_cmd, normalize_cmd, rules_cmd, verify_cmd
 from eagle_convert.errors import EagleConvertError
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
@@ -44,6 +44,7 @@ normalize_cmd.register(app)
 verify_cmd.register(app)
 rules_cmd.register(app)
 hub_cmds.register(app)
+engines_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,7 +69,13 @@ def verify(
     target: Path | None = typer.Option(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
     ),
-    engine: Engine | None = typer.Option(None, "--engine", help="Engine(s) the draft must load right in [both]."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        metavar="ENGINES",
+        help="Engine releases the draft must load right in: sglang, vllm (newest modelled), name@release "
+        "(e.g. vllm@0.33-v1), comma lists, all, or both [both]. `eagle-convert engines` lists them.",
+    ),
     level: Level = typer.Option(Level.static, "--level", help="static: config and headers; tensors: also values."),
     strict: bool = typer.Option(
         False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."

