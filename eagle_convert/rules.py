@@ -12,7 +12,8 @@ from typing import Any
 
 from eagle_convert.findings import Finding
 
-LEVELS = ("static", "tensors", "forward", "target")  # each verify level runs the rules of the levels before it
+# each verify level runs the rules of the levels before it
+LEVELS = ("static", "tensors", "forward", "target", "engine")
 
 
 @dataclass(frozen=True)
@@ -413,6 +414,20 @@ _RULES = (
         "error",
         "The reference target disagrees with transformers on these tokens: the probe's numbers cannot be trusted.",
     ),
+    Rule(
+        "EC721",
+        "engine-fed-untrained-states",
+        "error",
+        "Run in the engine, the draft was fed target hidden states other than those its weights were trained on "
+        "(captured inside the engine and matched against the reference target's boundaries).",
+    ),
+    Rule(
+        "EC722",
+        "engine-acceptance-below-probe",
+        "warning",
+        "The engine's measured mean acceptance length is more than 0.15 below what the probe predicts for the "
+        "configured reading: the engine runs the draft differently from the reference.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -440,6 +455,7 @@ _LEVEL_OF = {
     **dict.fromkeys(_TENSOR_LEVEL, "tensors"),
     **dict.fromkeys(("EC701", "EC702"), "forward"),
     **dict.fromkeys(("EC711", "EC712", "EC713", "EC714", "EC715", "EC716"), "target"),
+    **dict.fromkeys(("EC721", "EC722"), "engine"),
 }
 RULES: dict[str, Rule] = {rule.id: replace(rule, level=_LEVEL_OF.get(rule.id, rule.level)) for rule in _RULES}
 

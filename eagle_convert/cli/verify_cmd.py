@@ -29,6 +29,7 @@ class Level(StrEnum):
     tensors = "tensors"
     forward = "forward"
     target = "target"
+    engine = "engine"
 
 
 class FailLevel(StrEnum):
@@ -68,7 +69,12 @@ def verify(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
     ),
     engine: Engine | None = typer.Option(None, "--engine", help="Engine(s) the draft must load right in [both]."),
-    level: Level = typer.Option(Level.static, "--level", help="static: config and headers; tensors: also values."),
+    level: Level = typer.Option(
+        Level.static,
+        "--level",
+        help="static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
+        "engine: also the draft in a real engine (scripts/engine-env).",
+    ),
     strict: bool = typer.Option(
         False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."
     ),
@@ -125,12 +131,23 @@ def verify(
         help="--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
     ),
     dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--level forward/target: compute precision."),
+    engine_python: Path | None = typer.Option(
+        None,
+        "--engine-python",
+        metavar="PATH",
+        help="--level engine: the Python of the engine environment "
+        "(default: $EAGLE_CONVERT_ENGINE_PYTHON, else .venv-engine/bin/python).",
+    ),
+    engine_tokens: int = typer.Option(
+        64, "--engine-tokens", min=1, max=4096, help="--level engine: new tokens the engine generates per prompt."
+    ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
     from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
+    from eagle_convert.engine_level import EngineSettings
     from eagle_convert.verify import load_settings, verify_checkpoint
     from eagle_convert.verify_report import VerifyReport
 
@@ -140,7 +157,7 @@ def verify(
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
     try:
         with (
-            steps_bar(enabled=sys.stderr.isatty() and level == Level.target) as steps,
+            steps_bar(enabled=sys.stderr.isatty() and level in (Level.target, Level.engine)) as steps,
             progress_bar(enabled=sys.stderr.isatty() and not no_hash, label="hashing") as advance,
         ):
             report = verify_checkpoint(
@@ -164,6 +181,7 @@ def verify(
                 device=device.value,
                 dtype=dtype.value,
                 probe_progress=steps,
+                engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
