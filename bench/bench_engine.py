@@ -1,0 +1,73 @@
+"""Benchmark: the engine level against the probe on the same pair, in time and memory.
+
+    .venv/bin/python bench/bench_engine.py [--tokens 64]
+
+The pair is fixtures/engine_pair.py (SmolLM2-135M-Instruct and its EAGLE3 draft). Two runs of the CLI, each in its
+own process, as a user runs them:
+
+* ``--level target``: every lower level plus the probe (the target's own sampled text, 8 seeded prompts x 31
+  tokens, reference models in float32 on the CPU);
+* ``--level engine``: the same, plus vLLM (the engine environment's Python, a child process) generating greedily
+  from the same 8 prompts, ``--tokens`` new tokens each, with the draft and then the target alone.
+
+Reports wall time of each, the engine run's own load and generation times, and peak resident memory: of the
+eagle-convert process (probe and reference matching) and of the engine process (from the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_reference import _cpu  # noqa: E402
+from fixtures.engine_pair import engine_pair  # noqa: E402
+
+
+def _verify(level: str, draft: Path, target: Path, tokens: int) -> tuple[float, float, dict[str, object]]:
+    """(wall seconds, peak RSS MiB of the eagle-convert process, the JSON report)."""
+    args = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--level", level, "--target", str(target)]
+    args += ["--engine", "vllm", "--engine-tokens", str(tokens), "--json", "--no-hash"]
+    t0 = time.perf_counter()
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False)
+    wall = time.perf_counter() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"verify --level {level} failed: {r.stderr}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest child so far
+    return wall, peak, json.loads(r.stdout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args()
+    target, draft = engine_pair()
+    probe_wall, probe_rss, probe_doc = _verify("target", draft, target, args.tokens)
+    engine_wall, _, engine_doc = _verify("engine", draft, target, args.tokens)
+    run = engine_doc["engine_run"]
+    assert isinstance(run, dict)
+    probe = probe_doc["probe"]
+    assert isinstance(probe, dict)
+    print(f"{_cpu()}, {platform.python_version()}; pair {target.name} + {draft.name}")
+    print(f"--level target: {probe_wall:7.1f} s, eagle-convert peak RSS {probe_rss:6.0f} MiB "
+          f"(probe: {probe['positions']} positions)")  # fmt: skip
+    print(f"--level engine: {engine_wall:7.1f} s (+{engine_wall - probe_wall:.1f} s for the engine: load "
+          f"{run['load_s']:.1f} s, generate {run['generate_s']:.1f} s, {run['tokens']} tokens, baseline included), "
+          f"engine peak RSS {run['peak_rss_mib']:.0f} MiB")  # fmt: skip
+    rate = run["tokens"] / run["generate_s"] if run["generate_s"] else 0.0
+    print(f"engine: {rate:.1f} tokens/s with the draft, mean acceptance length {run['mean_acceptance_length']:.3f}, "
+          f"probe (configured reading) {probe['rows'][0]['acceptance_length']:.3f}; engine / probe time "
+          f"{engine_wall / probe_wall:.2f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
