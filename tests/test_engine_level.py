@@ -154,8 +154,8 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     work.mkdir()
     observations = observe(target, drafts, [_text_prompt(target)], settings, work)
     out = {}
-    for v, o in zip(VARIANTS, observations, strict=True):
-        matches = fed_hidden_states(target, o)
+    fed = fed_hidden_states(target, observations)
+    for v, o, matches in zip(VARIANTS, observations, fed, strict=True):
         assert matches and max(m["relative_error"] for m in matches) < 1e-3, (v.name, matches)  # exact, not nearest
         flags = {k: val for k, val in o.flags.items() if k in AS_BUILT}
         out[v.name] = {"ids": o.requested_layers, "hidden_state_indices": [m["boundary"] for m in matches], **flags}

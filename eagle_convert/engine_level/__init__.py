@@ -114,24 +114,44 @@ def _tokenized(target: Path, prompts_file: Path) -> list[list[int]]:
 
 
 def fed_hidden_states(
-    target: Path, observation: EngineObservation, compute: Compute | None = None
-) -> list[dict[str, Any]]:
-    """Which target boundary each aux state the engine fed the draft is (the reference target computes every
-    hs[j] on the same tokens): [{state, boundary, relative_error}] in the order the draft's ``fc`` reads them."""
-    if observation.capture_path is None:
-        return []
-    from eagle_convert.compute import CPU_FLOAT32
-    from eagle_convert.probe import match_saved_states
+    target: Path, observations: list[EngineObservation], compute: Compute | None = None
+) -> list[list[dict[str, Any]]]:
+    """Which target boundary each aux state the engine fed the draft is, per observation: [{state, boundary,
+    relative_error}] in the order the draft's ``fc`` reads them (empty when nothing was captured).
 
-    found = match_saved_states(target, observation.capture_path, compute or CPU_FLOAT32)
-    matches: list[dict[str, Any]] = found["matches"]
-    return matches
+    The reference target computes every boundary hs[0..N] once per distinct capture text (the drafts of one request
+    share it: greedy output does not depend on the draft); each fed state is the boundary it is closest to."""
+    import torch
+    from safetensors.torch import load_file
+
+    from eagle_convert.compute import CPU_FLOAT32
+    from eagle_convert.probe import Target
+
+    reference = Target(target, compute or CPU_FLOAT32)
+    boundaries: dict[tuple[int, ...], dict[int, torch.Tensor]] = {}
+    out: list[list[dict[str, Any]]] = []
+    for observation in observations:
+        if observation.capture_path is None:
+            out.append([])
+            continue
+        saved = load_file(str(observation.capture_path))
+        ids = tuple(saved["token_ids"].tolist())
+        if ids not in boundaries:
+            run = reference.run(saved["token_ids"], capture=range(reference.num_layers + 1))
+            boundaries[ids] = {j: h.float().cpu() for j, h in run.hidden.items()}
+        matches = []
+        for k, state in enumerate(saved["hidden_states"].float()):
+            errors = {j: float((state - h).norm() / h.norm().clamp_min(1e-12)) for j, h in boundaries[ids].items()}
+            best = min(errors, key=lambda j: errors[j])
+            matches.append({"state": k, "boundary": best, "relative_error": round(errors[best], 6)})
+        out.append(matches)
+    return out
 
 
 def engine_run(target: Path, observation: EngineObservation, compute: Compute | None = None) -> dict[str, Any]:
     """The report's ``engine_run`` object for one observation (schemas/verify-report.schema.json)."""
     mean, per_position = acceptance(observation.drafts, observation.accepted_tokens, observation.accepted_per_position)
-    matches = fed_hidden_states(target, observation, compute)
+    (matches,) = fed_hidden_states(target, [observation], compute)
     baseline = observation.baseline_outputs
     return {
         "engine": observation.engine,
@@ -171,7 +191,7 @@ def engine_findings(
         (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
         run = engine_run(target, observation, compute)
     out: list[VerifyFinding] = []
-    trained, fed = spec.aux.hidden_state_indices, run["hidden_states"]
+    trained, fed = _trained(spec, probe), run["hidden_states"]
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
         out.append(
             VerifyFinding(
@@ -207,6 +227,17 @@ def engine_findings(
             )
         )
     return out, run
+
+
+def _trained(spec: DraftSpec, probe: dict[str, Any] | None) -> list[int] | None:
+    """The hidden states the weights were trained on: the config's ids under their convention (or provenance);
+    for ambiguous ids, the reading the probe measured best."""
+    if spec.aux.hidden_state_indices is not None:
+        return list(spec.aux.hidden_state_indices)
+    if probe and spec.aux.convention == "ambiguous":
+        best = next((r for r in probe.get("rows", []) if r.get("reading") == probe.get("best")), None)
+        return list(best["hidden_states"]) if best else None
+    return None
 
 
 def _probe_prediction(probe: dict[str, Any] | None) -> float | None:
