@@ -1,6 +1,7 @@
 """Benchmark: the engine level against the probe on the same pair, in time and memory.
 
     .venv/bin/python bench/bench_engine.py [--tokens 64]
+    .venv/bin/python bench/bench_engine.py --variants [--tokens 64]   # the conformance variants, measured
 
 The pair is fixtures/engine_pair.py (SmolLM2-135M-Instruct and its EAGLE3 draft). Two runs of the CLI, each in its
 own process, as a user runs them:
@@ -12,6 +13,10 @@ own process, as a user runs them:
 
 Reports wall time of each, the engine run's own load and generation times, and peak resident memory: of the
 eagle-convert process (probe and reference matching) and of the engine process (from the report).
+
+``--variants`` instead runs every config variant of the conformance test (fixtures/engine_pair.py) in one engine
+process on the probe's 8 seeded prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
+built and the acceptance it measured.
 """
 
 from __future__ import annotations
@@ -45,10 +50,40 @@ def _verify(level: str, draft: Path, target: Path, tokens: int) -> tuple[float, 
     return wall, peak, json.loads(r.stdout)
 
 
+def variants(tokens: int) -> int:
+    import tempfile
+
+    from eagle_convert.engine_level import EngineSettings, engine_prompts, fed_hidden_states, observe
+    from eagle_convert.engine_level.base import acceptance
+    from fixtures.engine_pair import VARIANTS, variant
+
+    target, draft = engine_pair()
+    settings = EngineSettings(new_tokens=tokens, baseline=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        drafts = [variant(draft, v, Path(tmp) / f"v{i}") for i, v in enumerate(VARIANTS)]
+        prompts = engine_prompts(target, settings)
+        t0 = time.perf_counter()
+        observations = observe(target, drafts, prompts, settings, Path(tmp))
+        wall = time.perf_counter() - t0
+        fed = fed_hidden_states(target, observations)
+    print(f"{_cpu()}; {len(VARIANTS)} engines in one process, {len(prompts)} prompts x {tokens} tokens: {wall:.0f} s")
+    print("| variant | hidden states fed | flags on | mean acceptance length | accept rate, positions 1/2/3 |")
+    print("|---|---|---|---|---|")
+    for v, o, matches in zip(VARIANTS, observations, fed, strict=True):
+        mean, rates = acceptance(o.drafts, o.accepted_tokens, o.accepted_per_position)
+        on = ", ".join(k for k, val in o.flags.items() if val is True and k != "use_aux_hidden_state") or "-"
+        hs = tuple(m["boundary"] for m in matches)
+        print(f"| {v.name} | {hs} | {on} | {mean:.3f} | {' / '.join(f'{r:.3f}' for r in rates)} |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--variants", action="store_true")
     args = parser.parse_args()
+    if args.variants:
+        return variants(args.tokens)
     target, draft = engine_pair()
     probe_wall, probe_rss, probe_doc = _verify("target", draft, target, args.tokens)
     engine_wall, _, engine_doc = _verify("engine", draft, target, args.tokens)

@@ -129,6 +129,12 @@ def predicted(name: str) -> dict[str, Any]:
     return VLLM_0_32_V1[name]
 
 
+def fields(view: Any, like: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an engine-model view named like ``like``'s keys, tuples as lists: comparable with an
+    observation, e.g. ``fields(engine_view("vllm@0.33-v1", config, ...), observed) == observed``."""
+    return {k: list(v) if isinstance(v, tuple) else v for k in like for v in [getattr(view, k)]}
+
+
 CONFORMANCE_TOKENS = 8  # new tokens per run: the capture prompt is the text prompt plus these
 
 
@@ -155,11 +161,12 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     observations = observe(target, drafts, [_text_prompt(target)], settings, work)
     out = {}
     fed = fed_hidden_states(target, observations)
-    for v, o, matches in zip(VARIANTS, observations, fed, strict=True):
+    for v, d, o, matches in zip(VARIANTS, drafts, observations, fed, strict=True):
         assert matches and max(m["relative_error"] for m in matches) < 1e-3, (v.name, matches)  # exact, not nearest
         flags = {k: val for k, val in o.flags.items() if k in AS_BUILT}
         out[v.name] = {"ids": o.requested_layers, "hidden_state_indices": [m["boundary"] for m in matches], **flags}
         out[v.name]["runner"] = (o.version, o.runner)
+        out[v.name]["config"] = json.loads((d / "config.json").read_text(encoding="utf-8"))
     return out
 
 
@@ -169,7 +176,15 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
 def test_engine_conformance_vllm_v1(conformance: dict[str, dict[str, Any]], name: str) -> None:
     observed = dict(conformance[name])
     assert observed.pop("runner") == ("0.32.0", "v1")
+    observed.pop("config")  # the variant's config.json: what the engine model predicts from
     assert observed == predicted(name)
+
+
+def test_fields_reads_a_view_like_an_observation() -> None:
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(ids=(4, 13, 25), fc_norm=False, release="vllm@0.33-v1")
+    assert fields(view, {"ids": [4, 13, 25], "fc_norm": True}) == {"ids": [4, 13, 25], "fc_norm": False}
 
 
 def test_every_conformance_variant_has_an_expectation() -> None:

@@ -38,7 +38,10 @@ __all__ = [
     "EngineRunError",
     "EngineSettings",
     "engine_findings",
+    "engine_prompts",
     "engine_python",
+    "engine_run",
+    "fed_hidden_states",
     "observe",
 ]
 
