@@ -94,9 +94,9 @@ def main() -> int:
     print(f"{_cpu()}, {platform.python_version()}; pair {target.name} + {draft.name}")
     print(f"--level target: {probe_wall:7.1f} s, eagle-convert peak RSS {probe_rss:6.0f} MiB "
           f"(probe: {probe['positions']} positions)")  # fmt: skip
-    print(f"--level engine: {engine_wall:7.1f} s (+{engine_wall - probe_wall:.1f} s for the engine: load "
-          f"{run['load_s']:.1f} s, generate {run['generate_s']:.1f} s, {run['tokens']} tokens, baseline included), "
-          f"engine peak RSS {run['peak_rss_mib']:.0f} MiB")  # fmt: skip
+    print(f"--level engine: {engine_wall:7.1f} s (+{engine_wall - probe_wall:.1f} s for the engine run: vLLM import, "
+          f"load {run['load_s']:.1f} s, generate {run['generate_s']:.1f} s for {run['tokens']} tokens, then the "
+          f"capture, the target alone and the matching), engine peak RSS {run['peak_rss_mib']:.0f} MiB")  # fmt: skip
     rate = run["tokens"] / run["generate_s"] if run["generate_s"] else 0.0
     print(f"engine: {rate:.1f} tokens/s with the draft, mean acceptance length {run['mean_acceptance_length']:.3f}, "
           f"probe (configured reading) {probe['rows'][0]['acceptance_length']:.3f}; engine / probe time "

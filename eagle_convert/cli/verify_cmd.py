@@ -68,7 +68,11 @@ def verify(
     target: Path | None = typer.Option(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
     ),
-    engine: Engine | None = typer.Option(None, "--engine", help="Engine(s) the draft must load right in [both]."),
+    engine: Engine | None = typer.Option(
+        None,
+        "--engine",
+        help="Engine(s) the draft must load right in [both]; --level engine runs SGLang for sglang, else vLLM.",
+    ),
     level: Level = typer.Option(
         Level.static,
         "--level",
