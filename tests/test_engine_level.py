@@ -58,6 +58,31 @@ def test_acceptance_is_one_plus_accepted_per_draft() -> None:
     assert acceptance(0, 0, [0, 0]) == (1.0, [0.0, 0.0])
 
 
+@pytest.mark.parametrize(("accepted", "fires"), [(40, True), (55, False)])
+def test_acceptance_clearly_below_the_probe_is_ec722(
+    fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accepted: int, fires: bool
+) -> None:
+    """The rule's arithmetic, on an observation made up here (the real engine runs in the tests below): the probe
+    predicts 1.60 for the configured reading; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
+    import eagle_convert.engine_level as engine_level
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.detect import detect
+    from eagle_convert.engine_level.base import EngineObservation
+
+    draft = fx / "layouts" / "specforge-mha"
+    seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 100, 300, accepted, [accepted, 0, 0],
+                             [[1, 2]], [[1, 2]], None, 1.0, 1.0, 100.0)  # fmt: skip
+    monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
+    probe = {"configured": "configured", "rows": [{"reading": "configured", "acceptance_length": 1.6}]}
+    settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
+    spec = detect(open_checkpoint(draft))
+    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
+                                              probe)  # fmt: skip
+    assert [f.rule_id for f in found] == (["EC722"] if fires else [])
+    assert run["mean_acceptance_length"] == pytest.approx(1 + accepted / 100)
+    assert run["lossless"] is True and run["hidden_states"] is None
+
+
 def test_engine_rules_run_at_the_engine_level() -> None:
     assert RULES["EC721"].level == RULES["EC722"].level == "engine"
     assert list(RULES)[-2:] == ["EC721", "EC722"]  # new ids are appended, never inserted
