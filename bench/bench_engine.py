@@ -37,10 +37,13 @@ from bench.bench_reference import _cpu  # noqa: E402
 from fixtures.engine_pair import engine_pair  # noqa: E402
 
 
-def _verify(level: str, draft: Path, target: Path, tokens: int) -> tuple[float, float, dict[str, object]]:
+def _verify(
+    level: str, draft: Path, target: Path, options: argparse.Namespace
+) -> tuple[float, float, dict[str, object]]:
     """(wall seconds, peak RSS MiB of the eagle-convert process, the JSON report)."""
     args = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--level", level, "--target", str(target)]
-    args += ["--engine", "vllm", "--engine-tokens", str(tokens), "--json", "--no-hash"]
+    args += ["--engine", options.engine, "--engine-tokens", str(options.tokens), "--device", options.device]
+    args += ["--json", "--no-hash"] + (["--engine-python", options.engine_python] if options.engine_python else [])
     t0 = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False)
     wall = time.perf_counter() - t0
@@ -81,12 +84,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
+    parser.add_argument("--engine-python", default=None, help="the engine environment's Python [.venv-engine]")
+    parser.add_argument("--device", default="cpu", help="where the reference models run (cpu, cuda)")
     args = parser.parse_args()
     if args.variants:
         return variants(args.tokens)
     target, draft = engine_pair()
-    probe_wall, probe_rss, probe_doc = _verify("target", draft, target, args.tokens)
-    engine_wall, _, engine_doc = _verify("engine", draft, target, args.tokens)
+    probe_wall, probe_rss, probe_doc = _verify("target", draft, target, args)
+    engine_wall, _, engine_doc = _verify("engine", draft, target, args)
     run = engine_doc["engine_run"]
     assert isinstance(run, dict)
     probe = probe_doc["probe"]
