@@ -415,6 +415,8 @@ def render_verify(report: VerifyReport, console: Console) -> None:
                 "pass --target PATH (its config.json is enough for static checks)."
             )
         )
+    if report.engine_run:
+        render_engine_run(report.engine_run, console)
     ran = sum(c["outcome"] != "skipped" for c in doc["checks"])
     s = doc["summary"]
     verdict = Text(
@@ -427,3 +429,32 @@ def render_verify(report: VerifyReport, console: Console) -> None:
             f"{ran} of {len(doc['checks'])} rules ran; fail level {report.fail_level}"
         ),
     )
+
+
+def render_engine_run(run: dict[str, Any], console: Console) -> None:
+    """The engine level's table: what the engine measured and what it fed the draft."""
+    table = Table(
+        title=f"Engine run: {run['engine']} {run['version']} (runner {run['runner']}), {run['prompts']} prompts, "
+        f"{run['tokens']} tokens, greedy",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_header=False,
+    )
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    per_position = " / ".join(f"{r:.3f}" for r in run["acceptance_per_position"]) or "-"
+    lossless = {True: "yes", False: "NO", None: "not checked"}[run["lossless"]]
+    fed = f"hs{run['hidden_states']}" if run["hidden_states"] is not None else "not captured"
+    flags = ", ".join(f"{k} {str(v).lower()}" for k, v in run["flags"].items() if isinstance(v, bool)) or "-"
+    rows = (
+        ("mean acceptance length", f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts"),
+        ("accept rate per position", per_position),
+        ("output equals target alone", lossless),
+        ("hidden states fed to the draft", fed),
+        ("flags the engine built", flags),
+        ("load / generate", f"{run['load_s']:.1f} s / {run['generate_s']:.1f} s"),
+        ("engine peak memory", f"{run['peak_rss_mib']:.0f} MiB RSS"),
+    )
+    for what, value in rows:
+        table.add_row(what, Text(value))
+    console.print(table)

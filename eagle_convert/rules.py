@@ -12,7 +12,8 @@ from typing import Any
 
 from eagle_convert.findings import Finding
 
-LEVELS = ("static", "tensors", "forward", "target")  # each verify level runs the rules of the levels before it
+# each verify level runs the rules of the levels before it
+LEVELS = ("static", "tensors", "forward", "target", "engine")
 
 
 @dataclass(frozen=True)
@@ -425,6 +426,20 @@ _RULES = (
         "An engine release builds the draft with a flag or fc width (fc_norm, norm_before_fc, norm_before_residual, "
         "K) other than the weights need.",
     ),
+    Rule(
+        "EC721",
+        "engine-fed-untrained-states",
+        "error",
+        "Run in the engine, the draft was fed target hidden states other than those its weights were trained on "
+        "(captured inside the engine and matched against the reference target's boundaries).",
+    ),
+    Rule(
+        "EC722",
+        "engine-acceptance-below-probe",
+        "warning",
+        "The engine's measured mean acceptance length is more than 0.15 below what the probe predicts for the "
+        "configured reading: the engine runs the draft differently from the reference.",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -453,6 +468,7 @@ _LEVEL_OF = {
     **dict.fromkeys(_TENSOR_LEVEL, "tensors"),
     **dict.fromkeys(("EC701", "EC702"), "forward"),
     **dict.fromkeys(("EC711", "EC712", "EC713", "EC714", "EC715", "EC716"), "target"),
+    **dict.fromkeys(("EC721", "EC722"), "engine"),
 }
 _NORMALIZE = "run `eagle-convert normalize SRC OUT"  # the fix texts close the backquote after their flags
 # What to do about a finding, per rule; rules fixed by normalize get the normalize line when not listed here.

@@ -10,7 +10,7 @@ import hashlib
 import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.checks import STATIC_CHECKS, Context, map_names
@@ -24,6 +24,9 @@ from eagle_convert.hub import HubStore, open_source
 from eagle_convert.rules import LEVELS, RULES
 from eagle_convert.truth import gate_findings, views
 from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+
+if TYPE_CHECKING:
+    from eagle_convert.engine_level import EngineSettings
 
 FAIL_LEVELS = ("error", "warning")
 # Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
@@ -198,21 +201,27 @@ def verify_checkpoint(
     dtype: str = "float32",
     probe_progress: Callable[[str, int, int], None] | None = None,
     aux_convention: str | None = None,
+    engine_settings: EngineSettings | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
     The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
     ``probe_progress(what, done, total)`` hears of the tensors read at ``tensors`` and of the target layers run in
-    the probe's long parts.
+    the probe's long parts. The ``engine`` level also runs the draft in a real engine (``engine_settings``: which
+    engine environment, how many tokens).
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
     if level not in LEVELS:
         raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
-    if level == "target" and target is None:
-        raise UsageError("--level target runs the target model: pass --target DIR (with its weights)")
-    if level == "target" and not _has_weights(Path(target or "")):
+    if level in ("target", "engine") and target is None:
+        raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
+    if level == "engine":  # fail fast, before the probe runs, when there is no engine to run
+        from eagle_convert.engine_level import engine_python
+
+        engine_python(engine_settings.python if engine_settings else None)
+    if level in ("target", "engine") and not _has_weights(Path(target or "")):
         raise UsageError(
-            "--level target runs the target model, but --target has no safetensors weights (config only)",
+            f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
             path=target,
             hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
             "config-only target",
@@ -266,6 +275,7 @@ def verify_checkpoint(
 
         found += content_findings(ctx, enabled, probe_progress)
     probe: dict[str, Any] | None = None
+    engine_run: dict[str, Any] | None = None
     if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
         from eagle_convert import compute
         from eagle_convert.forward_checks import ProbeSettings, forward_findings, probe_findings
@@ -285,6 +295,25 @@ def verify_checkpoint(
             )
             more, probe = probe_findings(ckpt, spec, Path(target), enabled, settings)
             found += more
+        if depth >= LEVELS.index("engine") and target is not None:
+            from dataclasses import replace
+
+            from eagle_convert.engine_level import EngineSettings, engine_findings
+
+            chosen_engine = replace(
+                engine_settings or EngineSettings(),
+                # only SGLang releases selected: SGLang; otherwise vLLM, the engine that runs anywhere
+                engine="sglang" if all(r.engine == "sglang" for r in releases) else "vllm",
+                token_ids=token_ids,
+                prompts=prompts,
+                steps=probe_steps,
+                device=chosen_compute.device.type,
+                dtype=dtype,
+            )
+            more, engine_run = engine_findings(
+                ckpt.root, spec, Path(target), enabled, chosen_engine, probe, chosen_compute
+            )
+            found += more
 
     found = [f for f in found if enabled(f.rule_id)]
     if strict:
@@ -303,6 +332,7 @@ def verify_checkpoint(
         _manifest(ckpt, compute_hashes, progress),
         revision=ckpt.revision,
         probe=probe,
+        engine_run=engine_run,
     )
 
 

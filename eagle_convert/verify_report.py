@@ -53,6 +53,7 @@ class VerifyReport:
     error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
     revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
     probe: dict[str, Any] | None = None  # the acceptance probe table (--level target)
+    engine_run: dict[str, Any] | None = None  # the draft measured in a real engine (--level engine)
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -74,4 +75,5 @@ class VerifyReport:
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
             "probe": self.probe,
+            "engine_run": self.engine_run,
         }

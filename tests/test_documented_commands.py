@@ -38,6 +38,14 @@ SKIPPED = {
     'pip install "eagle-convert @ git+': "run by test_the_documented_install_works (slow) from a local clone",
     "eagle-convert verify drafts/my-draft --target /models/target --level target": "the GPU runner's probe: "
     "needs CUDA and the target's weights at /models/target",
+    "scripts/engine-env": "builds the engine environment; scripts/test runs it in CI (CI=true) before the suite",
+    "python -m venv .venv-engine": "the GPU runner's engine environment (scripts/engine-env --cuda does the same)",
+    ".venv-engine/bin/pip install vllm==": "the GPU runner's engine environment: the CUDA build of vLLM",
+    "eagle-convert verify drafts/my-draft --target /models/target --level engine": "the GPU runner's engine run: "
+    "needs CUDA, the CUDA build of vLLM and the target's weights at /models/target",
+    "eagle-convert verify DRAFT --target TARGET --level engine --device cuda": "needs CUDA and the CUDA build of vLLM",
+    "eagle-convert verify path/to/draft --target path/to/target --level engine": "runs vLLM from .venv-engine: "
+    "tests/test_engine_level.py runs the engine level (engine, slow; CI builds the environment)",
 }
 
 
@@ -94,7 +102,8 @@ def test_the_documents_have_commands_and_every_one_is_run_or_skipped_with_a_reas
     commands = documented_commands()
     assert len(commands) >= 25, commands
     assert {doc for doc, _ in commands} >= {"README.md", "docs/ci.md", "docs/hub.md"}
-    assert all(c.startswith(("eagle-convert ", "python:", "jq ", "pip ", "scripts/")) for _, c in commands), commands
+    starts = ("eagle-convert ", "python:", "jq ", "pip ", "scripts/", "python -m venv ", ".venv-engine/bin/pip ")
+    assert all(c.startswith(starts) for _, c in commands), commands
 
 
 @pytest.fixture()

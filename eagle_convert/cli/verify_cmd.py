@@ -30,6 +30,7 @@ class Level(StrEnum):
     tensors = "tensors"
     forward = "forward"
     target = "target"
+    engine = "engine"
 
 
 class FailLevel(StrEnum):
@@ -74,9 +75,15 @@ def verify(
         "--engine",
         metavar="ENGINES",
         help="Engine releases the draft must load right in: sglang, vllm (newest modelled), name@release "
-        "(e.g. vllm@0.33-v1), comma lists, all, or both [both]. `eagle-convert engines` lists them.",
+        "(e.g. vllm@0.33-v1), comma lists, all, or both [both]. `eagle-convert engines` lists them. --level engine "
+        "runs SGLang when only SGLang releases are selected, else vLLM.",
     ),
-    level: Level = typer.Option(Level.static, "--level", help="static: config and headers; tensors: also values."),
+    level: Level = typer.Option(
+        Level.static,
+        "--level",
+        help="static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
+        "engine: also the draft in a real engine (scripts/engine-env).",
+    ),
     strict: bool = typer.Option(
         False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."
     ),
@@ -137,6 +144,16 @@ def verify(
         help="--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
     ),
     dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--level forward/target: compute precision."),
+    engine_python: Path | None = typer.Option(
+        None,
+        "--engine-python",
+        metavar="PATH",
+        help="--level engine: the Python of the engine environment "
+        "(default: $EAGLE_CONVERT_ENGINE_PYTHON, else .venv-engine/bin/python).",
+    ),
+    engine_tokens: int = typer.Option(
+        64, "--engine-tokens", min=1, max=4096, help="--level engine: new tokens the engine generates per prompt."
+    ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
@@ -146,6 +163,7 @@ def verify(
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
     from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
+    from eagle_convert.engine_level import EngineSettings
     from eagle_convert.verify import load_settings, verify_checkpoint
     from eagle_convert.verify_report import VerifyReport
 
@@ -180,6 +198,7 @@ def verify(
                 dtype=dtype.value,
                 probe_progress=steps,
                 aux_convention=aux_convention.value if aux_convention else None,
+                engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
             )
     except EagleConvertError as exc:
         failed = VerifyReport(

@@ -1,0 +1,252 @@
+"""verify's ``engine`` level: the draft run with its target in a real engine, measured by the engine itself.
+
+One interface (:class:`~eagle_convert.engine_level.base.EngineRunner`), one implementation per engine: vLLM
+(``vllm_runner``, tested on the CPU build) and SGLang (``sglang_runner``, GPU only). The engine runs greedy
+speculative decoding on the probe's prompts in a child process of its own environment; this module then matches the
+hidden states the engine fed the draft against the reference target's boundaries, compares what it measured with the
+probe's prediction, and turns the differences into findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.engine_level.base import (
+    EngineNotInstalledError,
+    EngineObservation,
+    EngineRequest,
+    EngineRunError,
+    EngineRunner,
+    EngineSettings,
+    acceptance,
+    engine_python,
+    scratch_dir,
+)
+from eagle_convert.verify_report import VerifyFinding
+
+if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
+    from eagle_convert.compute import Compute
+    from eagle_convert.detect import DraftSpec
+
+__all__ = [
+    "RUNNERS",
+    "EngineNotInstalledError",
+    "EngineObservation",
+    "EngineRequest",
+    "EngineRunError",
+    "EngineSettings",
+    "engine_findings",
+    "engine_prompts",
+    "engine_python",
+    "engine_run",
+    "fed_hidden_states",
+    "observe",
+]
+
+BELOW_PROBE_MARGIN = 0.15  # measured acceptance length this far below the probe's configured reading is a finding
+MIN_DRAFTS = 20  # ... when the engine drafted at least this often
+
+
+def _runner(name: str) -> EngineRunner:
+    if name == "sglang":
+        from eagle_convert.engine_level.sglang_runner import SglangRunner
+
+        return SglangRunner()
+    from eagle_convert.engine_level.vllm_runner import VllmRunner
+
+    return VllmRunner()
+
+
+RUNNERS = ("vllm", "sglang")
+
+
+def observe(
+    target: Path, drafts: list[Path], prompts: list[list[int]], settings: EngineSettings, workdir: Path
+) -> list[EngineObservation]:
+    """Run ``drafts`` (one engine each) with ``target`` on ``prompts``: the library call under the engine level."""
+    python = engine_python(settings.python)
+    request = EngineRequest(
+        target,
+        drafts,
+        prompts,
+        settings.new_tokens,
+        settings.steps,
+        settings.dtype,
+        settings.device,
+        settings.baseline,
+    )
+    return _runner(settings.engine).run(python, request, workdir)
+
+
+def engine_prompts(target: Path, settings: EngineSettings) -> list[list[int]]:
+    """The probe's prompts: --token-ids as given, --prompts tokenized, else the probe's seeded random prompts."""
+    if settings.token_ids is not None:
+        return [list(p) for p in settings.token_ids]
+    if settings.prompts is not None:
+        return _tokenized(target, settings.prompts)
+    import torch
+
+    from eagle_convert.config import TargetConfig
+    from eagle_convert.probe import DEFAULT_PROMPT, DEFAULT_SEQUENCES
+
+    vocab = TargetConfig.from_path(target).vocab_size or 2
+    g = torch.Generator().manual_seed(0)  # the same draws as probe.default_sequences
+    return [torch.randint(0, vocab, (DEFAULT_PROMPT,), generator=g).tolist() for _ in range(DEFAULT_SEQUENCES)]
+
+
+def _tokenized(target: Path, prompts_file: Path) -> list[list[int]]:
+    from eagle_convert.errors import InputError, UsageError
+
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise UsageError("--prompts needs the tokenizers package", hint="pip install tokenizers") from None
+    vocab_file = (target if target.is_dir() else target.parent) / "tokenizer.json"
+    if not vocab_file.is_file():
+        raise InputError("the target has no tokenizer.json to tokenize --prompts with", path=vocab_file.parent)
+    try:
+        lines = [ln for ln in prompts_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read prompts: {exc}", path=prompts_file) from None
+    if not lines:
+        raise InputError("no prompts in the file", path=prompts_file)
+    tokenizer = Tokenizer.from_file(str(vocab_file))
+    return [tokenizer.encode(line).ids for line in lines]
+
+
+def fed_hidden_states(
+    target: Path, observations: list[EngineObservation], compute: Compute | None = None
+) -> list[list[dict[str, Any]]]:
+    """Which target boundary each aux state the engine fed the draft is, per observation: [{state, boundary,
+    relative_error}] in the order the draft's ``fc`` reads them (empty when nothing was captured).
+
+    The reference target computes every boundary hs[0..N] once per distinct capture text (the drafts of one request
+    share it: greedy output does not depend on the draft); each fed state is the boundary it is closest to."""
+    import torch
+    from safetensors.torch import load_file
+
+    from eagle_convert.compute import CPU_FLOAT32
+    from eagle_convert.probe import Target
+
+    if all(o.capture_path is None for o in observations):
+        return [[] for _ in observations]
+    reference = Target(target, compute or CPU_FLOAT32)
+    boundaries: dict[tuple[int, ...], dict[int, torch.Tensor]] = {}
+    out: list[list[dict[str, Any]]] = []
+    for observation in observations:
+        if observation.capture_path is None:
+            out.append([])
+            continue
+        saved = load_file(str(observation.capture_path))
+        ids = tuple(saved["token_ids"].tolist())
+        if ids not in boundaries:
+            run = reference.run(saved["token_ids"], capture=range(reference.num_layers + 1))
+            boundaries[ids] = {j: h.float().cpu() for j, h in run.hidden.items()}
+        matches = []
+        for k, state in enumerate(saved["hidden_states"].float()):
+            errors = {j: float((state - h).norm() / h.norm().clamp_min(1e-12)) for j, h in boundaries[ids].items()}
+            best = min(errors, key=lambda j: errors[j])
+            matches.append({"state": k, "boundary": best, "relative_error": round(errors[best], 6)})
+        out.append(matches)
+    return out
+
+
+def engine_run(target: Path, observation: EngineObservation, compute: Compute | None = None) -> dict[str, Any]:
+    """The report's ``engine_run`` object for one observation (schemas/verify-report.schema.json)."""
+    mean, per_position = acceptance(observation.drafts, observation.accepted_tokens, observation.accepted_per_position)
+    (matches,) = fed_hidden_states(target, [observation], compute)
+    baseline = observation.baseline_outputs
+    return {
+        "engine": observation.engine,
+        "version": observation.version,
+        "runner": observation.runner,
+        "prompts": len(observation.outputs),
+        "tokens": sum(len(o) for o in observation.outputs),
+        "drafts": observation.drafts,
+        "draft_tokens": observation.draft_tokens,
+        "accepted_tokens": observation.accepted_tokens,
+        "mean_acceptance_length": round(mean, 4),
+        "acceptance_per_position": [round(r, 4) for r in per_position],
+        "lossless": None if baseline is None else baseline == observation.outputs,
+        "requested_layers": observation.requested_layers,
+        "hidden_states": [m["boundary"] for m in matches] or None,
+        "hidden_state_matches": matches,
+        "flags": observation.flags,
+        "load_s": observation.load_s,
+        "generate_s": observation.generate_s,
+        "peak_rss_mib": observation.peak_rss_mib,
+    }
+
+
+def engine_findings(
+    draft: Path,
+    spec: DraftSpec,
+    target: Path,
+    enabled: Callable[[str], bool],
+    settings: EngineSettings,
+    probe: dict[str, Any] | None,
+    compute: Compute | None = None,
+) -> tuple[list[VerifyFinding], dict[str, Any]]:
+    """Run the draft in the engine; (findings, the report's ``engine_run`` object). ``compute`` is where the
+    reference target runs to identify the fed hidden states; ``probe`` is the target level's table."""
+    prompts = engine_prompts(target, settings)
+    with scratch_dir() as tmp:
+        (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
+        run = engine_run(target, observation, compute)
+    out: list[VerifyFinding] = []
+    trained, fed = _trained(spec, probe), run["hidden_states"]
+    if trained is not None and fed is not None and fed != trained and enabled("EC721"):
+        out.append(
+            VerifyFinding(
+                "EC721",
+                "error",
+                f"{run['engine']} {run['version']} fed the draft the target's hs{fed}, but its weights were trained "
+                f"on hs{trained}: the engine reads this config differently from the trainer",
+                "config.json",
+                "/eagle_aux_hidden_state_layer_ids",
+                expected=trained,
+                actual=fed,
+            )
+        )
+    predicted = _probe_prediction(probe)
+    measured = run["mean_acceptance_length"]
+    if (
+        predicted is not None
+        and run["drafts"] >= MIN_DRAFTS
+        and measured < predicted - BELOW_PROBE_MARGIN
+        and enabled("EC722")
+    ):
+        out.append(
+            VerifyFinding(
+                "EC722",
+                "warning",
+                f"{run['engine']} measured a mean acceptance length of {measured:.2f} over {run['drafts']} drafts; the "
+                f"probe predicts {predicted:.2f} for the configured reading: the engine runs the draft differently "
+                "from the reference",
+                None,
+                None,
+                expected=predicted,
+                actual=measured,
+            )
+        )
+    return out, run
+
+
+def _trained(spec: DraftSpec, probe: dict[str, Any] | None) -> list[int] | None:
+    """The hidden states the weights were trained on: the config's ids under their convention (or provenance);
+    for ambiguous ids, the reading the probe measured best."""
+    if spec.aux.hidden_state_indices is not None:
+        return list(spec.aux.hidden_state_indices)
+    if probe and spec.aux.convention == "ambiguous":
+        best = next((r for r in probe.get("rows", []) if r.get("reading") == probe.get("best")), None)
+        return list(best["hidden_states"]) if best else None
+    return None
+
+
+def _probe_prediction(probe: dict[str, Any] | None) -> float | None:
+    if not probe:
+        return None
+    row = next((r for r in probe.get("rows", []) if r.get("reading") == probe.get("configured")), None)
+    return float(row["acceptance_length"]) if row else None

