@@ -67,14 +67,14 @@ class ProbeRow:
     wins: int = 0  # positions where this reading does better than the configured one (accepted, then first token)
     losses: int = 0  # ... and worse
     p_value: float = 1.0  # two-sided exact sign test of wins against losses
-    top1_ci: tuple[float, float] = (0.0, 1.0)  # 95% Wilson interval
-    acceptance_length_ci: tuple[float, float] = (1.0, 1.0)  # 95%
+    top1_ci: list[float] = field(default_factory=lambda: [0.0, 1.0])  # 95% Wilson interval
+    acceptance_length_ci: list[float] = field(default_factory=lambda: [1.0, 1.0])  # 95%
     acceptance_rates: list[float] = field(default_factory=list)  # per draft position: share of cycles accepting it
     cycles: int = 0
     delta_top1: float = 0.0  # this reading minus the configured one, paired over the same positions
-    delta_top1_ci: tuple[float, float] = (0.0, 0.0)
+    delta_top1_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
     delta_accepted: float = 0.0  # accepted draft tokens per position, this reading minus the configured one
-    delta_accepted_ci: tuple[float, float] = (0.0, 0.0)
+    delta_accepted_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
     verdict: str = "configured"  # configured | better | worse | no better | inconclusive
     positions_needed: int | None = None  # when inconclusive: about how many positions would settle it
     head_norm: bool = True
@@ -316,20 +316,25 @@ def _teacher_forced(
 
 
 def _generated(
-    target: Target, prompts: list[list[int]], text: str, wanted: list[int], progress: Progress | None
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int = NEW_TOKENS,
 ) -> list[Chunk]:
     """The target's own continuations of ``prompts``, scored from the last prompt position on.
 
     Kept for the rest of the process (the last few texts), with every boundary when that is small: probing several
     drafts of one target (CI, or verify after normalize) generates the text once."""
     hidden_size = int(target._cfg.hidden_size)
-    width = max(len(p) for p in prompts) + NEW_TOKENS
+    width = max(len(p) for p in prompts) + new_tokens
     if (target.num_layers + 1) * hidden_size * len(prompts) * width * 4 <= CACHE_BYTES:
         wanted = list(range(target.num_layers + 1))
-    key = (str(target.directory), tuple(map(tuple, prompts)), text, NEW_TOKENS, str(target.compute), tuple(wanted))
+    key = (str(target.directory), tuple(map(tuple, prompts)), text, new_tokens, str(target.compute), tuple(wanted))
     hit = next((v for k, v in _TEXTS if k[:5] == key[:5] and set(wanted) <= set(k[5])), None)
     if hit is None:
-        hit = _generate_text(target, prompts, text, wanted, progress)
+        hit = _generate_text(target, prompts, text, wanted, progress, new_tokens)
         _TEXTS.append((key, hit))
         del _TEXTS[:-3]
     return hit
@@ -340,18 +345,23 @@ CACHE_BYTES = 2**30  # capture every boundary of the generated text when it take
 
 
 def _generate_text(
-    target: Target, prompts: list[list[int]], text: str, wanted: list[int], progress: Progress | None
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int,
 ) -> list[Chunk]:
     starts = [max(len(p) - 1, 0) for p in prompts]
     if text == "greedy" and target.config.family != "deepseek":
         from eagle_convert.reference.llama_decode import generate_greedy
 
-        ticker = _Ticker(progress, "target: generating probe text", NEW_TOKENS)
+        ticker = _Ticker(progress, "target: generating probe text", new_tokens)
         gen = generate_greedy(
             target._cfg,
             target.weights,
             prompts,
-            NEW_TOKENS,
+            new_tokens,
             capture=wanted,
             eos=target.eos,
             device=target.compute.device,
@@ -363,7 +373,7 @@ def _generate_text(
             Chunk(torch.tensor(s), start, hidden, torch.tensor(s[1:]))  # greedy text: the next token is the greedy one
             for s, start, hidden in zip(gen.sequences, starts, gen.hidden, strict=True)
         ]
-    seqs = target.generate(prompts, NEW_TOKENS, progress, sample_seed=0 if text == "sampled" else None)
+    seqs = target.generate(prompts, new_tokens, progress, sample_seed=0 if text == "sampled" else None)
     return _teacher_forced(target, seqs, starts, wanted, progress)
 
 
@@ -425,8 +435,9 @@ def _row(r: Reading, top1: torch.Tensor, cycles: Cycles, paired: Paired | None) 
     low, high = cycles.interval()
     extra: dict[str, Any] = {}
     if paired is not None:
-        extra = {k: getattr(paired, k) for k in ("wins", "losses", "p_value", "delta_top1", "delta_top1_ci")}
-        extra |= {k: getattr(paired, k) for k in ("delta_accepted", "delta_accepted_ci", "verdict")}
+        extra = {k: getattr(paired, k) for k in ("wins", "losses", "p_value", "delta_top1", "delta_accepted")}
+        extra |= {k: list(getattr(paired, k)) for k in ("delta_top1_ci", "delta_accepted_ci")}
+        extra["verdict"] = paired.verdict
         extra["positions_needed"] = paired.positions_needed
     return ProbeRow(
         r.name,
@@ -434,8 +445,8 @@ def _row(r: Reading, top1: torch.Tensor, cycles: Cycles, paired: Paired | None) 
         r.norm_output,
         round(hits / n, 4) if n else 0.0,
         round(cycles.acceptance_length, 4),
-        top1_ci=wilson(hits, n),
-        acceptance_length_ci=(round(low, 4), round(high, 4)),
+        top1_ci=list(wilson(hits, n)),
+        acceptance_length_ci=[round(low, 4), round(high, 4)],
         acceptance_rates=cycles.rates(),
         cycles=int(cycles.accepted.numel()),
         head_norm=r.head_norm,
@@ -542,12 +553,13 @@ def run_probe(
     else:
         pool = prompt_pool(Path(target_dir), vocab, prompts)
         rounds = [pool[i : i + ROUND] for i in range(0, len(pool), ROUND)]
+    new_tokens = min(NEW_TOKENS, -(-min_positions // ROUND) + 16)  # a small --probe-positions: shorter text
     n_sequences, rows = 0, []
     for batch in rounds:
         if token_ids is not None:
             chunks = _teacher_forced(target, batch, [0] * len(batch), wanted, progress)
         else:
-            chunks = _generated(target, batch, text, wanted, progress)
+            chunks = _generated(target, batch, text, wanted, progress, new_tokens)
         chunks = [c for c in chunks if c.ids.numel() - 2 > c.start]
         n_sequences += len(chunks)
         ticker = _Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))

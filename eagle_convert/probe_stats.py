@@ -119,8 +119,8 @@ def compare(top1: torch.Tensor, accepted: torch.Tensor, base_top1: torch.Tensor,
     p = sign_test(wins, losses)
     t_mean, t_lo, t_hi = _mean_ci(d_top1, Z_CI)
     a_mean, a_lo, a_hi = _mean_ci(d_acc, Z_CI)
-    _, t_lo99, t_hi99 = _mean_ci(d_top1, Z_DECIDE)
-    _, a_lo99, a_hi99 = _mean_ci(d_acc, Z_DECIDE)
+    t_hi99 = _mean_ci(d_top1, Z_DECIDE)[2]
+    a_hi99 = _mean_ci(d_acc, Z_DECIDE)[2]
     big = t_mean >= TOP1_FLOOR or a_mean >= ACCEPT_FLOOR
     small = -t_mean >= TOP1_FLOOR or -a_mean >= ACCEPT_FLOOR
     needed = None
@@ -152,4 +152,4 @@ def positions_needed(wins: int, losses: int, n: int) -> int:
     discordant = max(wins + losses, 1) / max(n, 1)
     share = wins / (wins + losses) if wins + losses else 0.5
     lean = max(abs(2 * share - 1), TOP1_FLOOR / max(discordant, TOP1_FLOOR))
-    return int(math.ceil((Z_DECIDE / lean) ** 2 / discordant))
+    return math.ceil((Z_DECIDE / lean) ** 2 / discordant)

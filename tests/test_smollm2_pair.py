@@ -52,6 +52,10 @@ def test_default_probe_passes_the_true_config(pair: tuple[Path, Path]) -> None:
     assert report.status == "pass", report.findings  # type: ignore[attr-defined]
     assert table["positions"] >= probe.MIN_POSITIONS and table["text"] == "greedy"  # type: ignore[index]
     rows = {r["reading"]: r for r in table["rows"]}  # type: ignore[index]
+    for r in rows.values():  # shown with -s
+        print(r["reading"], r["hidden_states"], r["top1"], r["top1_ci"], r["acceptance_length"])
+        print("   ", r["acceptance_length_ci"], r["delta_top1"], r["p_value"], r["verdict"], r["positions_needed"])
+    print(table["positions"], table["sequences"], table["decided"])  # type: ignore[index]
     configured = rows["configured"]
     assert configured["hidden_states"] == TRUE and table["best"] == "configured"  # type: ignore[index]
     assert configured["top1_ci"][0] < configured["top1"] < configured["top1_ci"][1]
