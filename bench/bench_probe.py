@@ -1,15 +1,16 @@
-"""Benchmark: the probe's default text generation on a real target, packed passes against one sequence at a time.
+"""Benchmark: the default acceptance probe on a real target, and its text generation with and without a KV cache.
 
-    .venv/bin/python bench/bench_probe.py [--repeat 3] [--sequences 8] [--tokens 31]
+    .venv/bin/python bench/bench_probe.py [--repeat 1] [--prompts 8] [--tokens 32]
 
-The target is SmolLM2-135M-Instruct dequantized to float32 (``fixtures/smollm2.py``; the first run writes it), run
-by the streaming reference forward on the CPU. Both sides generate the same greedy continuations of the same seeded
-one-token prompts (checked equal):
+The target is SmolLM2-135M-Instruct dequantized to float32 (``fixtures/smollm2.py``), the draft the committed
+``fixtures/smollm2-eagle3`` (``fixtures/smollm2_pair.py``); everything runs on the CPU in float32.
 
-* ``one at a time``: ``Target.generate([prompt])`` for each prompt (one pass over the weights per sequence per token);
-* ``packed``: ``Target.generate(prompts)`` (all sequences packed into one pass per token).
+* ``generation``: the same greedy continuations of the first ``--prompts`` default prompts, ``--tokens`` new tokens
+  each, by ``Target.generate`` (packed passes, every position recomputed for every new token) and by the KV-cached
+  ``reference/llama_decode.generate_greedy`` (checked equal), alternating order each repeat;
+* ``default probe``: ``run_probe`` with no text given (>= 4,096 scored positions), wall time and positions.
 
-The two alternate order each repeat; reports medians, the ratio, and how many decoder layers each read from disk.
+Reports medians, ratios, the load average (the machine may be shared) and the probe's table.
 """
 
 from __future__ import annotations
@@ -26,54 +27,61 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_reference import _cpu
-from eagle_convert.probe import Progress, Target
-from fixtures.smollm2 import smollm2_checkpoint
+from eagle_convert import probe
+from eagle_convert.reference.llama_decode import generate_greedy
+from fixtures.smollm2_pair import smollm2_pair
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--sequences", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=31)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--skip-generation", action="store_true")
     args = parser.parse_args()
-
-    target = Target(smollm2_checkpoint())
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, target.vocab_size, (1,), generator=g).tolist() for _ in range(args.sequences)]
-    layers = {"one at a time": 0, "packed": 0}
-
-    def counter(label: str) -> Progress:
-        def tick(_what: str, done: int, total: int) -> None:
-            if done == total:
-                layers[label] += total
-
-        return tick
-
-    def separate() -> list[list[int]]:
-        return [target.generate([p], args.tokens, counter("one at a time"))[0] for p in prompts]
-
-    def packed() -> list[list[int]]:
-        return target.generate(prompts, args.tokens, counter("packed"))
-
-    runs: dict[str, list[float]] = {"one at a time": [], "packed": []}
-    outputs: dict[str, list[list[int]]] = {}
-    for i in range(args.repeat):
-        order = [("one at a time", separate), ("packed", packed)]
-        for label, fn in order[i % 2 :] + order[: i % 2]:
-            start = time.perf_counter()
-            outputs[label] = fn()
-            runs[label].append(time.perf_counter() - start)
-    assert outputs["one at a time"] == outputs["packed"], "packed generation must give the same text"
-
-    med = {k: statistics.median(v) for k, v in runs.items()}
+    target_dir, draft_dir = smollm2_pair()
+    target = probe.Target(target_dir)
     print(
-        f"machine: {_cpu()}, {os.cpu_count()} cpus, torch {torch.__version__} ({torch.get_num_threads()} threads); "
-        f"SmolLM2-135M float32, {args.sequences} sequences x {args.tokens} new tokens; median of {args.repeat}"
+        f"machine: {_cpu()}, {os.cpu_count()} cpus, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"load average at start {os.getloadavg()[0]:.1f}"
     )
-    for k, v in runs.items():
-        per_run = layers[k] // args.repeat
-        print(f"{k:>14}: {med[k]:6.2f} s, {per_run} decoder layers read  (runs: {' '.join(f'{s:.2f}' for s in v)})")
-    print(f"packed / one at a time: time {med['packed'] / med['one at a time']:.2f}")
+    if not args.skip_generation:
+        prompts = probe.prompt_pool(target_dir, target.vocab_size)[: args.prompts]
+
+        def recompute() -> list[list[int]]:
+            return target.generate(prompts, args.tokens)
+
+        def cached() -> list[list[int]]:
+            gen = generate_greedy(target._cfg, target.weights, prompts, args.tokens)
+            return [s + [0] * (len(p) + args.tokens - len(s)) for s, p in zip(gen.sequences, prompts, strict=True)]
+
+        runs: dict[str, list[float]] = {"recomputed": [], "KV cache": []}
+        outputs: dict[str, list[list[int]]] = {}
+        for i in range(args.repeat):
+            order = [("recomputed", recompute), ("KV cache", cached)]
+            for label, fn in order[i % 2 :] + order[: i % 2]:
+                start = time.perf_counter()
+                outputs[label] = fn()
+                runs[label].append(time.perf_counter() - start)
+        same = sum(a[: len(p) + 8] == b[: len(p) + 8] for a, b, p in zip(*outputs.values(), prompts, strict=True))
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        print(f"generation, {args.prompts} prompts x {args.tokens} new tokens, median of {args.repeat}:")
+        for k, v in runs.items():
+            print(f"{k:>12}: {med[k]:7.2f} s  (runs: {' '.join(f'{s:.2f}' for s in v)})")
+        print(f"KV cache / recomputed: time {med['KV cache'] / med['recomputed']:.2f}; first 8 tokens equal: {same}")
+    start = time.perf_counter()
+    result = probe.run_probe(draft_dir, target_dir)
+    seconds = time.perf_counter() - start
+    print(
+        f"default probe: {seconds:.1f} s, {result.positions} positions of {result.sequences} sequences, "
+        f"{len(result.rows)} readings, load average now {os.getloadavg()[0]:.1f}"
+    )
+    for r in result.rows:
+        lo, hi = r.top1_ci
+        print(
+            f"  {r.reading:<45} hs{r.hidden_states} top-1 {r.top1:.3f} [{lo:.3f}, {hi:.3f}] "
+            f"accept len {r.acceptance_length:.3f} d-top1 {r.delta_top1:+.3f} p {r.p_value:.1e} {r.verdict}"
+        )
     return 0
 
 

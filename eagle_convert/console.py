@@ -378,33 +378,7 @@ def render_verify(report: VerifyReport, console: Console) -> None:
         console.print(table)
         _fixable_footer(console, [f.rule_id for f in report.findings])
     if report.probe:
-        p = report.probe
-        text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
-        probe = Table(
-            title=f"Acceptance probe: {p['positions']} positions of {text.get(p.get('text', ''), 'text')}, "
-            f"{p['steps']}-step greedy chains ({p.get('device', 'cpu')}, {p.get('dtype', 'float32')})",
-            title_justify="left",
-            caption=f"norm_output {str(p['rows'][0]['norm_output']).lower()} unless the reading says otherwise; "
-            "better/worse: positions where the reading beats / loses to the configured one; p: sign test",
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-        )
-        probe.add_column("reading", ratio=1)
-        for column in ("hidden states", "top-1", "accept len", "better/worse"):
-            probe.add_column(column, no_wrap=True)
-        for row in p["rows"]:
-            configured = row["reading"] == p["configured"]
-            mark = " (configured)" if configured and row["reading"] != "configured" else ""
-            best = row["reading"] == p["best"]
-            versus = "" if configured else f"{row['wins']}/{row['losses']} p={row['p_value']:.0e}"
-            probe.add_row(
-                Text(row["reading"] + mark, style="bold" if best else ""),
-                f"hs{row['hidden_states']}",
-                f"{row['top1']:.1%}",
-                f"{row['acceptance_length']:.2f}",
-                versus,
-            )
-        console.print(probe)
+        console.print(_probe_table(report.probe))
     need_target = [c["rule_id"] for c in doc["checks"] if c["reason"] == "needs --target"]
     if need_target:
         console.print(
@@ -458,3 +432,43 @@ def render_engine_run(run: dict[str, Any], console: Console) -> None:
     for what, value in rows:
         table.add_row(what, Text(value))
     console.print(table)
+
+
+def _probe_table(p: dict[str, Any]) -> Table:
+    """The acceptance probe: each reading's top-1 and acceptance length with 95% intervals, and its paired
+    comparison with the configured reading (difference, sign test, verdict; "inconclusive" says so)."""
+    text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
+    undecided = "" if p.get("decided", True) else "; some comparisons are inconclusive"
+    probe = Table(
+        title=f"Acceptance probe: {p['positions']} positions of {text.get(p.get('text', ''), 'text')}, "
+        f"{p['steps']}-step greedy chains ({p.get('device', 'cpu')}, {p.get('dtype', 'float32')}){undecided}",
+        title_justify="left",
+        caption=f"norm_output {str(p['rows'][0]['norm_output']).lower()} unless the reading says otherwise; "
+        "[ ]: 95% intervals; accept len: 1 + accepted tokens per draft/verify cycle; Δ top-1: paired difference "
+        "from the configured reading; p: sign test; diagnostic readings never raise a finding",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    probe.add_column("reading", ratio=1)
+    for column in ("hidden states", "top-1 [95% CI]", "accept len [95% CI]", "Δ top-1 [95% CI]", "p", "verdict"):
+        probe.add_column(column, no_wrap=True)
+    for row in p["rows"]:
+        configured = row["reading"] == p["configured"]
+        mark = " (configured)" if configured and row["reading"] != "configured" else ""
+        mark += " (diagnostic)" if row.get("diagnostic") else ""
+        lo, hi = row.get("top1_ci", (0, 1))
+        alo, ahi = row.get("acceptance_length_ci", (1, 1))
+        verdict = row.get("verdict", "")
+        if verdict == "inconclusive" and row.get("positions_needed"):
+            verdict += f" (~{row['positions_needed']} positions needed)"
+        dlo, dhi = row.get("delta_top1_ci", (0, 0))
+        probe.add_row(
+            Text(row["reading"] + mark, style="bold" if row["reading"] == p["best"] else ""),
+            f"hs{row['hidden_states']}",
+            f"{row['top1']:.1%} [{lo:.1%}, {hi:.1%}]",
+            f"{row['acceptance_length']:.3f} [{alo:.3f}, {ahi:.3f}]",
+            "" if configured else f"{row.get('delta_top1', 0):+.1%} [{dlo:+.1%}, {dhi:+.1%}]",
+            "" if configured else f"{row['p_value']:.0e}",
+            Text(verdict, style={"better": "bold red", "inconclusive": "yellow"}.get(verdict.split(" ")[0], "")),
+        )
+    return probe

@@ -12,14 +12,15 @@ from eagle_convert.compute import CPU_FLOAT32, Compute
 from eagle_convert.detect import DraftSpec
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.probe import (
+    MIN_POSITIONS,
+    ProbeRow,
     Progress,
-    clearly_better,
     forward_check,
     match_saved_states,
     oracle_check,
-    prompt_token_ids,
     run_probe,
 )
+from eagle_convert.probe_text import read_prompts
 from eagle_convert.verify_report import VerifyFinding
 
 LOW_AGREEMENT = 0.05
@@ -31,12 +32,13 @@ class ProbeSettings:
 
     token_ids: list[list[int]] | None = None
     prompts: Path | None = None
-    text: str = "sampled"
+    text: str = "greedy"
     steps: int = 3
     compute: Compute = CPU_FLOAT32
     reference_hidden_states: Path | None = None
     oracle: str | None = None
     progress: Progress | None = None
+    min_positions: int = MIN_POSITIONS
 
 
 def forward_findings(
@@ -98,17 +100,17 @@ def probe_findings(
     settings: ProbeSettings,
 ) -> tuple[list[VerifyFinding], dict[str, Any] | None]:
     token_ids = settings.token_ids
-    if token_ids is None and settings.prompts is not None:
-        token_ids = prompt_token_ids(target, settings.prompts, compute=settings.compute, progress=settings.progress)
     try:
         result = run_probe(
             ckpt.root,
             target,
             token_ids=token_ids,
+            prompts=read_prompts(settings.prompts) if token_ids is None and settings.prompts is not None else None,
             steps=settings.steps,
             compute=settings.compute,
             progress=settings.progress,
             text=settings.text,
+            min_positions=settings.min_positions,
         )
     except EagleConvertError as exc:
         return (
@@ -122,22 +124,18 @@ def probe_findings(
         ), None
     out: list[VerifyFinding] = []
     configured = result.row(result.configured)
-    best = result.row(result.best)
     pointer = "/eagle_aux_hidden_state_layer_ids"
-    winners = [r for r in result.rows if r is not configured and clearly_better(r, configured, r.p_value)]
-    if winners:
-        best = max(winners, key=lambda r: (r.top1 + r.acceptance_length, r.top1))
+    if result.best != result.configured:
+        best = result.row(result.best)
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(
                 VerifyFinding(
                     rule,
                     "info" if rule == "EC713" else "error",
-                    f"the draft matches the target's next token {best.top1:.0%} of the time when it reads "
+                    f"the draft matches the target's next token {best.top1:.1%} of the time when it reads "
                     f"{best.reading} (hs{best.hidden_states}, norm_output {best.norm_output}) but "
-                    f"{configured.top1:.0%} as configured (hs{configured.hidden_states}; acceptance length "
-                    f"{best.acceptance_length:.2f} against {configured.acceptance_length:.2f}, better at "
-                    f"{best.wins} positions and worse at {best.losses}, sign test p = {best.p_value:.1e}): the "
+                    f"{configured.top1:.1%} as configured (hs{configured.hidden_states}); {_versus(best)}: the "
                     "config does not describe how the draft was trained",
                     "config.json",
                     pointer,
@@ -146,16 +144,23 @@ def probe_findings(
                 )
             )
     elif spec.aux.convention == "ambiguous" and enabled("EC713"):
+        other = [r for r in result.rows if r is not configured and not r.diagnostic]
+        settled = all(r.verdict in ("worse", "no better") for r in other)
+        needed = max((r.positions_needed or 0 for r in other), default=0)
         out.append(
             VerifyFinding(
                 "EC713",
                 "info",
-                f"the ambiguous ids read best as {best.reading} (hs{best.hidden_states}, top-1 {best.top1:.0%})",
+                f"the ambiguous ids read best as {configured.reading} (hs{configured.hidden_states}, top-1 "
+                f"{configured.top1:.1%}); " + "; ".join(f"{r.reading}: {_versus(r)}" for r in other)
+                if settled
+                else f"the probe cannot tell the readings of the ambiguous ids apart over {result.positions} "
+                f"positions (inconclusive; about {needed} positions would settle it)",
                 "config.json",
                 pointer,
             )
         )
-    if configured.top1 < LOW_AGREEMENT and best.top1 < LOW_AGREEMENT and enabled("EC712"):
+    if all(r.top1 < LOW_AGREEMENT for r in result.rows) and enabled("EC712"):
         out.append(
             VerifyFinding(
                 "EC712",
@@ -190,3 +195,12 @@ def probe_findings(
                 )
             )
     return out, table
+
+
+def _versus(row: ProbeRow) -> str:
+    """A reading against the configured one: the paired differences with their 95% intervals, and the test."""
+    return (
+        f"top-1 {row.delta_top1:+.1%} (95% CI {row.delta_top1_ci[0]:+.1%} to {row.delta_top1_ci[1]:+.1%}), "
+        f"accepted tokens per position {row.delta_accepted:+.3f}, acceptance length {row.acceptance_length:.3f}, "
+        f"better at {row.wins} positions and worse at {row.losses}, sign test p = {row.p_value:.1e}"
+    )

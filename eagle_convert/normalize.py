@@ -109,9 +109,11 @@ def normalize_checkpoint(
     progress: Callable[[int], None] | None = None,
     device: str = "auto",
     dtype: str = "float32",
+    probe: dict[str, Any] | None = None,
 ) -> NormalizeReport:
     """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
-    ``dtype``: where ``aux_convention="auto"`` runs the target and the draft."""
+    ``dtype``: where ``aux_convention="auto"`` runs the target and the draft; ``probe``: its text options
+    (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them)."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
     if target is not None and target_family is not None:
@@ -167,7 +169,7 @@ def normalize_checkpoint(
         from eagle_convert.compute import resolve
         from eagle_convert.probe import measure_convention
 
-        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype))
+        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype), **(probe or {}))
     spec = detect(ckpt, target_cfg, aux_convention)
     family = target_cfg.family if target_cfg else target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)

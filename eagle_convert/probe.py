@@ -3,24 +3,23 @@
 The target runs layer by layer (reference/llama.py or reference/deepseek.py) over token sequences, capturing every
 hidden state a reading of the draft's config could select. The draft then runs k-step greedy chains from every
 position (reference/eagle3_draft.py) under the configured reading and under the alternatives a deployment could
-silently apply: aux-layer ids read in the other convention (the states one layer earlier or later) and
-``norm_output`` flipped. For each reading: top-1 agreement of the first draft token with the target's greedy next
-token, and the expected acceptance length of the chain. When an alternative clearly beats the configured reading
-(by a margin, and by a paired sign test over the same positions), the config says something the weights were not
-trained on.
+silently apply (see :func:`readings`). For each reading: top-1 agreement of the first draft token with the target's
+greedy next token over every position, and acceptance as the engines count it (probe_stats.py: speculative decoding
+along the text, cycle by cycle). Readings are compared with the configured one position by position; one that beats
+it decisively means the config says something the weights were not trained on.
 
-Acceptance is counted along the text: a draft token is accepted while it equals the text's next token and that token
-is the target's greedy choice. On the target's own greedy text that is exactly greedy speculative decoding; on
-sampled or given text it is a lower bound (the chain stops where the text leaves the greedy path). Top-1 agreement
-is exact on any text.
+Text (probe_text.py): by default the target's own greedy continuations of varied prompts, generated with a KV cache
+(reference/llama_decode.py) that captures the hidden states on the way, ROUND prompts at a time: at least
+``min_positions`` scored positions, and more rounds (up to MAX_ROUNDS_FACTOR times as many) while a comparison is
+inconclusive. Given token ids are scored in packed, teacher-forced passes; acceptance on text that leaves the
+target's greedy path is a lower bound (a chain stops where the text does). Top-1 agreement is exact on any text.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,30 +31,30 @@ from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import InputError, UsageError
 from eagle_convert.mapping import map_key
+from eagle_convert.probe_stats import Cycles, Paired, compare, sign_test, simulate, wilson
+from eagle_convert.probe_text import NEW_TOKENS, ROUND, eos_id, prompt_pool
 from eagle_convert.reference import eagle3_draft, fp8
 from eagle_convert.reference.llama import SafetensorsWeights
 from eagle_convert.reference.packing import segments
 
-MARGIN = 0.05  # an alternative must beat the configured reading's top-1 by this much to be reported
-ACCEPTANCE_MARGIN = 0.1  # ... or its expected acceptance length by this many tokens
-ALPHA = 0.01  # ... and the paired sign test must call the difference real at this level
-# Default probe text: the target's own continuations of one random token each, sampled at temperature 1 (seeded):
-# contexts from the target's own distribution, more varied than greedy text, which tells readings apart far better
-# at the same cost (each new token is one pass over the target's weights).
-DEFAULT_SEQUENCES, DEFAULT_PROMPT, DEFAULT_CONTINUATION = 8, 1, 31
-TEXTS = ("sampled", "greedy")
+__all__ = ["sign_test"]
+MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
+MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
+TEXTS = ("greedy", "sampled")
 # Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
 LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
 
 Progress = Callable[[str, int, int], None]
-"""``(what, done, total)``: target layers run so far in a long part of the probe."""
+"""``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
 
 
 @dataclass(frozen=True)
 class Reading:
     name: str
     hidden_states: tuple[int, ...]
-    norm_output: bool
+    norm_output: bool  # the next chain step takes the post-norm hidden state (the engines' meaning)
+    head_norm: bool = True  # lm_head reads norm(hidden); SpecForge 0.2.0 skips the norm when its norm_output is false
+    diagnostic: bool = False  # reported, never a finding (one aux state shifted alone)
 
 
 @dataclass(frozen=True)
@@ -63,11 +62,23 @@ class ProbeRow:
     reading: str
     hidden_states: list[int]
     norm_output: bool
-    top1: float  # first draft token == the target's greedy next token
-    acceptance_length: float  # 1 + mean accepted draft tokens of a k-step greedy chain
+    top1: float  # first draft token == the target's greedy next token, over every position
+    acceptance_length: float  # engine definition: 1 + accepted draft tokens per draft/verify cycle
     wins: int = 0  # positions where this reading does better than the configured one (accepted, then first token)
     losses: int = 0  # ... and worse
     p_value: float = 1.0  # two-sided exact sign test of wins against losses
+    top1_ci: list[float] = field(default_factory=lambda: [0.0, 1.0])  # 95% Wilson interval
+    acceptance_length_ci: list[float] = field(default_factory=lambda: [1.0, 1.0])  # 95%
+    acceptance_rates: list[float] = field(default_factory=list)  # per draft position: share of cycles accepting it
+    cycles: int = 0
+    delta_top1: float = 0.0  # this reading minus the configured one, paired over the same positions
+    delta_top1_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    delta_accepted: float = 0.0  # accepted draft tokens per position, this reading minus the configured one
+    delta_accepted_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    verdict: str = "configured"  # configured | better | worse | no better | inconclusive
+    positions_needed: int | None = None  # when inconclusive: about how many positions would settle it
+    head_norm: bool = True
+    diagnostic: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,11 +87,13 @@ class ProbeResult:
     positions: int
     steps: int
     configured: str
-    best: str
+    best: str  # a reading that decisively beats the configured one, else the configured one
     rows: list[ProbeRow]
     device: str = "cpu"
     dtype: str = "float32"
-    text: str = "given"  # "given" (--token-ids / --prompts), or the target's own "sampled" or "greedy" text
+    text: str = "given"  # "given" (--token-ids), or the target's own "greedy" or "sampled" continuations
+    decided: bool = True  # every comparison that can raise a finding is decided (none inconclusive)
+    min_positions: int = MIN_POSITIONS
 
     def row(self, name: str) -> ProbeRow:
         return next(r for r in self.rows if r.reading == name)
@@ -136,6 +149,20 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
                 Reading(label if name != "ids as input-to" or shift != 1 else "ids as output-of", shifted, norm_output)
             )
     out.append(Reading(f"norm_output {str(not norm_output).lower()}", tuple(configured), not norm_output))
+    # SpecForge 0.2.0: norm_output (default true) gates the final norm before lm_head, and training always feeds the
+    # next step the pre-norm hidden state (llama3_eagle.py:1690,1772-1777; algorithms/eagle3/model.py:397).
+    raw = spec.config.raw.get("norm_output")
+    specforge = Reading("norm_output as SpecForge 0.2.0 reads it", tuple(configured), False, raw is not False)
+    if all((r.hidden_states, r.norm_output, r.head_norm) != (specforge.hidden_states, False, specforge.head_norm)
+           for r in out):  # fmt: skip
+        out.append(specforge)
+    for k, j in enumerate(configured):  # diagnostics: which aux state the draft leans on
+        for shift in (-1, 1):
+            moved = list(configured)
+            moved[k] = j + shift
+            if 0 <= j + shift <= num_layers and len(set(moved)) == len(moved):
+                label = f"hs[{j}] alone {'one layer earlier' if shift < 0 else 'one layer later'}"
+                out.append(Reading(label, tuple(moved), norm_output, diagnostic=True))
     return name, out
 
 
@@ -143,6 +170,7 @@ class Target:
     """A target model for the probe: config, weights and its streaming forward on one device and dtype."""
 
     def __init__(self, directory: Path, compute: Compute = CPU_FLOAT32) -> None:
+        self.directory = directory.resolve()
         self.config = TargetConfig.from_path(directory)
         raw = _raw_config(directory)
         self.weights = SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
@@ -160,6 +188,7 @@ class Target:
         self.num_layers = self.config.num_hidden_layers
         self.vocab_size = int(self._cfg.vocab_size)
         self.pack_tokens = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // self.vocab_size))
+        self.eos = eos_id(directory)
 
     def run(
         self,
@@ -244,6 +273,12 @@ class _Ticker:
         if self.progress is not None:
             self.progress(self.what, self.done, self.total)
 
+    def finish(self) -> None:
+        """Done early (generation that every sequence ended before its last step)."""
+        if self.progress is not None and self.done < self.total:
+            self.done = self.total
+            self.progress(self.what, self.done, self.total)
+
 
 def _raw_config(directory: Path) -> dict[str, Any]:
     from eagle_convert.errors import ConfigError
@@ -253,52 +288,232 @@ def _raw_config(directory: Path) -> dict[str, Any]:
     return load_json_object(path, ConfigError, "target config")
 
 
-def default_sequences(
-    target: Target, vocab: int, text: str = "sampled", progress: Progress | None = None
-) -> list[list[int]]:
-    if text not in TEXTS:
-        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, vocab, (DEFAULT_PROMPT,), generator=g).tolist() for _ in range(DEFAULT_SEQUENCES)]
-    return target.generate(prompts, DEFAULT_CONTINUATION, progress, sample_seed=0 if text == "sampled" else None)
+@dataclass(frozen=True)
+class Chunk:
+    """One scored sequence: tokens ``[T]``, the first row to score, the target's states at positions 0..T-2 for
+    every wanted boundary, and its greedy next token after each of those positions ``[T-1]``."""
+
+    ids: torch.Tensor
+    start: int
+    hidden: dict[int, torch.Tensor]
+    greedy: torch.Tensor
+
+
+def _teacher_forced(
+    target: Target, sequences: list[list[int]], starts: list[int], wanted: list[int], progress: Progress | None
+) -> list[Chunk]:
+    """Packed teacher-forced passes over the sequences (given text, or text generated without a cache)."""
+    plan = target.passes([len(s) for s in sequences])
+    ticker = _Ticker(progress, "probe: target passes", len(plan) * target.num_layers)
+    chunks: list[Chunk] = []
+    for group in plan:
+        out, spans = target.run_packed(sequences, group, wanted, ticker)
+        greedy = out.logits.argmax(-1).cpu()  # the target's next token after each position
+        for i, (a, b) in zip(group, spans, strict=True):
+            hidden = {j: out.hidden[j][a : b - 1] for j in wanted}
+            chunks.append(Chunk(torch.tensor(sequences[i]), starts[i], hidden, greedy[a : b - 1]))
+    return chunks
+
+
+def _generated(
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int = NEW_TOKENS,
+) -> list[Chunk]:
+    """The target's own continuations of ``prompts``, scored from the last prompt position on.
+
+    Kept for the rest of the process (the last few texts), with every boundary when that is small: probing several
+    drafts of one target (CI, or verify after normalize) generates the text once."""
+    hidden_size = int(target._cfg.hidden_size)
+    width = max(len(p) for p in prompts) + new_tokens
+    if (target.num_layers + 1) * hidden_size * len(prompts) * width * 4 <= CACHE_BYTES:
+        wanted = list(range(target.num_layers + 1))
+    key = (str(target.directory), tuple(map(tuple, prompts)), text, new_tokens, str(target.compute), tuple(wanted))
+    hit = next((v for k, v in _TEXTS if k[:5] == key[:5] and set(wanted) <= set(k[5])), None)
+    if hit is None:
+        hit = _generate_text(target, prompts, text, wanted, progress, new_tokens)
+        _TEXTS.append((key, hit))
+        del _TEXTS[:-3]
+    return hit
+
+
+_TEXTS: list[tuple[tuple[Any, ...], list[Chunk]]] = []
+CACHE_BYTES = 2**30  # capture every boundary of the generated text when it takes at most this much
+
+
+def _generate_text(
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int,
+) -> list[Chunk]:
+    starts = [max(len(p) - 1, 0) for p in prompts]
+    if text == "greedy" and target.config.family != "deepseek":
+        from eagle_convert.reference.llama_decode import generate_greedy
+
+        ticker = _Ticker(progress, "target: generating probe text", new_tokens)
+        gen = generate_greedy(
+            target._cfg,
+            target.weights,
+            prompts,
+            new_tokens,
+            capture=wanted,
+            eos=target.eos,
+            device=target.compute.device,
+            dtype=target.compute.dtype,
+            on_step=ticker,
+        )
+        ticker.finish()
+        return [
+            Chunk(torch.tensor(s), start, hidden, torch.tensor(s[1:]))  # greedy text: the next token is the greedy one
+            for s, start, hidden in zip(gen.sequences, starts, gen.hidden, strict=True)
+        ]
+    seqs = target.generate(prompts, new_tokens, progress, sample_seed=0 if text == "sampled" else None)
+    return _teacher_forced(target, seqs, starts, wanted, progress)
+
+
+def _score(
+    chunk: Chunk,
+    reading: Reading,
+    cfg: eagle3_draft.DraftConfig,
+    weights: eagle3_draft.DraftWeights,
+    embed: torch.Tensor | None,
+    steps: int,
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """(first draft token is the target's greedy token, accepted draft tokens) for each scored row, and the accepted
+    count of each draft/verify cycle along the sequence.
+
+    Row t of the chain takes the states of position t and token t+1, and drafts tokens t+2, t+3, ...; a draft token
+    is accepted while it equals the text's next token and that token is the target's greedy choice."""
+    ids, t_len = chunk.ids, chunk.ids.numel()
+    device = weights["norm.weight"].device
+    aux = torch.cat([chunk.hidden[j] for j in reading.hidden_states], dim=-1).to(device)  # [T-1, K*Ht]
+    rcfg = dataclasses.replace(cfg, norm_output=reading.norm_output, head_norm=reading.head_norm)
+    steps = 1 if reading.diagnostic else steps  # diagnostics compare the first draft token only
+    chain = eagle3_draft.chain(rcfg, weights, ids[1:].to(device), aux, steps, embed=embed)
+    rows = torch.arange(t_len - 2)
+    greedy = torch.cat([chunk.greedy, torch.tensor([-1])])  # [T]: no greedy token after the last one
+    tokens = [step.target_tokens[: t_len - 2].cpu() for step in chain]
+    top1 = tokens[0] == greedy[1 : t_len - 1]
+    alive = torch.ones(t_len - 2, dtype=torch.bool)
+    accepted = torch.zeros(t_len - 2, dtype=torch.int64)
+    for s, drafted in enumerate(tokens):
+        pos = (rows + 2 + s).clamp(max=t_len - 1)
+        alive &= (rows + 2 + s < t_len) & (drafted == ids[pos]) & (ids[pos] == greedy[pos - 1])
+        accepted += alive
+    cycles = simulate(accepted, chunk.start, t_len - 1 - steps)
+    return top1[chunk.start :], accepted[chunk.start :], cycles
+
+
+def _rows(
+    candidates: list[Reading], scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]], steps: int
+) -> list[ProbeRow]:
+    base_top1 = torch.cat([s[0] for s in scores[candidates[0].name]])
+    base_acc = torch.cat([s[1] for s in scores[candidates[0].name]])
+    out = []
+    for i, r in enumerate(candidates):
+        top1 = torch.cat([s[0] for s in scores[r.name]])
+        acc = torch.cat([s[1] for s in scores[r.name]])
+        cycles = Cycles(torch.tensor([c for s in scores[r.name] for c in s[2]], dtype=torch.int64), steps)
+        paired: Paired | None = None
+        if r.diagnostic:  # one draft step: paired on the first token alone
+            paired = compare(top1, top1.long(), base_top1, base_top1.long())
+            cycles = dataclasses.replace(cycles, steps=1)
+        else:
+            paired = compare(top1, acc, base_top1, base_acc) if i else None
+        out.append(_row(r, top1, cycles, paired))
+    return out
+
+
+def _row(r: Reading, top1: torch.Tensor, cycles: Cycles, paired: Paired | None) -> ProbeRow:
+    n, hits = top1.numel(), int(top1.sum())
+    low, high = cycles.interval()
+    extra: dict[str, Any] = {}
+    if paired is not None:
+        extra = {k: getattr(paired, k) for k in ("wins", "losses", "p_value", "delta_top1", "delta_accepted")}
+        extra |= {k: list(getattr(paired, k)) for k in ("delta_top1_ci", "delta_accepted_ci")}
+        extra["verdict"] = paired.verdict
+        extra["positions_needed"] = paired.positions_needed
+    return ProbeRow(
+        r.name,
+        list(r.hidden_states),
+        r.norm_output,
+        round(hits / n, 4) if n else 0.0,
+        round(cycles.acceptance_length, 4),
+        top1_ci=list(wilson(hits, n)),
+        acceptance_length_ci=[round(low, 4), round(high, 4)],
+        acceptance_rates=cycles.rates(),
+        cycles=int(cycles.accepted.numel()),
+        head_norm=r.head_norm,
+        diagnostic=r.diagnostic,
+        **extra,
+    )
+
+
+def decided(rows: list[ProbeRow]) -> bool:
+    """No comparison that can raise a finding is inconclusive."""
+    return all(r.verdict != "inconclusive" for r in rows if not r.diagnostic)
+
+
+def winner(rows: list[ProbeRow]) -> ProbeRow | None:
+    """The reading that beats the configured one most, when one beats it decisively (never on weak evidence)."""
+    better = [r for r in rows if r.verdict == "better" and not r.diagnostic]
+    return max(better, key=lambda r: (r.delta_accepted + r.delta_top1, r.delta_top1)) if better else None
 
 
 def measure_convention(
-    draft_dir: str | Path, target_dir: str | Path, *, steps: int = 3, compute: Compute = CPU_FLOAT32
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    *,
+    steps: int = 3,
+    compute: Compute = CPU_FLOAT32,
+    token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
+    min_positions: int = MIN_POSITIONS,
+    progress: Progress | None = None,
 ) -> tuple[str, str]:
     """(convention, evidence): which reading of the draft's ids the target's hidden states confirm.
 
-    Both readings are measured whatever the config says; a win smaller than the margin, or one the sign test cannot
-    tell from chance, is refused, never guessed.
-    """
+    Both readings are measured whatever the config says; a difference the paired test cannot call decisive, or one
+    below the effect floor, is refused, never guessed."""
     spec = detect(open_checkpoint(draft_dir))
     ids = sorted(set(spec.aux.ids or []))
     if not ids:
         raise UsageError("the draft has no aux-layer ids, so there is no convention to measure", path=draft_dir)
     norm_output = spec.flags.norm_output.value
     both = [Reading("input-to", tuple(ids), norm_output), Reading("output-of", tuple(i + 1 for i in ids), norm_output)]
-    result = run_probe(draft_dir, target_dir, steps=steps, candidates=both, compute=compute)
-    a, b = result.row("input-to"), result.row("output-of")
-    winner, loser = (a, b) if (a.top1, a.acceptance_length) >= (b.top1, b.acceptance_length) else (b, a)
-    evidence = (
-        f"measured against the target: {winner.reading} hs{winner.hidden_states} top-1 {winner.top1:.1%}, "
-        f"{loser.reading} hs{loser.hidden_states} top-1 {loser.top1:.1%} over {result.positions} positions "
-        f"(sign test p = {b.p_value:.2g})"
+    result = run_probe(
+        draft_dir,
+        target_dir,
+        steps=steps,
+        candidates=both,
+        compute=compute,
+        token_ids=token_ids,
+        prompts=prompts,
+        min_positions=min_positions,
+        progress=progress,
     )
-    if not clearly_better(winner, loser, b.p_value):
-        raise UsageError(
-            f"the probe cannot tell the conventions apart ({evidence})",
-            path=draft_dir,
-            hint="pass --aux-convention output-of or input-to, or probe with more text",
-        )
-    return winner.reading, evidence
-
-
-def clearly_better(a: ProbeRow, b: ProbeRow, p_value: float) -> bool:
-    """``a`` beats ``b`` by a margin (first-token agreement, or, with the same first step as for ``norm_output``,
-    expected acceptance length) and the paired sign test says the difference is not chance."""
-    margin = a.top1 - b.top1 > MARGIN or a.acceptance_length - b.acceptance_length > ACCEPTANCE_MARGIN
-    return margin and p_value < ALPHA
+    a, b = result.row("input-to"), result.row("output-of")
+    evidence = (
+        f"measured against the target over {result.positions} positions: input-to hs{a.hidden_states} top-1 "
+        f"{a.top1:.1%}, output-of hs{b.hidden_states} top-1 {b.top1:.1%} (difference {b.delta_top1:+.1%}, 95% CI "
+        f"{b.delta_top1_ci[0]:+.1%} to {b.delta_top1_ci[1]:+.1%}, sign test p = {b.p_value:.2g})"
+    )
+    if b.verdict == "better":
+        return "output-of", evidence
+    if b.verdict == "worse":
+        return "input-to", evidence
+    needed = f"; about {b.positions_needed} positions would settle it" if b.positions_needed else ""
+    raise UsageError(
+        f"the probe cannot tell the conventions apart ({evidence}{needed})",
+        path=draft_dir,
+        hint="pass --aux-convention output-of or input-to, or probe with more text (--probe-positions, --prompts)",
+    )
 
 
 def run_probe(
@@ -306,13 +521,17 @@ def run_probe(
     target_dir: str | Path,
     *,
     token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
     steps: int = 3,
     candidates: list[Reading] | None = None,
     compute: Compute = CPU_FLOAT32,
     progress: Progress | None = None,
-    text: str = "sampled",
+    text: str = "greedy",
+    min_positions: int = MIN_POSITIONS,
 ) -> ProbeResult:
     """Measure the draft against the target under every reading; see the module docstring."""
+    if text not in TEXTS:
+        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
     target = Target(Path(target_dir), compute)
     ckpt = open_checkpoint(draft_dir)
     spec = detect(ckpt, target.config)
@@ -324,99 +543,52 @@ def run_probe(
     else:
         configured = candidates[0].name
     vocab = target.config.vocab_size or cfg.vocab_size
-    given = token_ids is not None
-    source = token_ids if token_ids is not None else default_sequences(target, vocab, text, progress)
-    sequences = [s for s in source if len(s) >= 3]
-    if not sequences:
-        raise InputError("the probe needs token sequences of at least 3 tokens", hint="pass longer --token-ids")
     wanted = sorted({j for r in candidates for j in r.hidden_states})
-    outcomes: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {r.name: [] for r in candidates}
-    plan = target.passes([len(s) for s in sequences])
-    ticker = _Ticker(progress, "probe: target + draft", len(plan) * target.num_layers)
-    for group in plan:
-        out, spans = target.run_packed(sequences, group, wanted, ticker)
-        greedy_all = out.logits.argmax(-1).cpu()  # the target's next token after each position
-        for i, (a, b) in zip(group, spans, strict=True):
-            ids = torch.tensor(sequences[i], dtype=torch.int64)
+    scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]] = {r.name: [] for r in candidates}
+    if token_ids is not None:
+        given = [s for s in token_ids if len(s) >= 3]
+        if not given:
+            raise InputError("the probe needs token sequences of at least 3 tokens", hint="pass longer --token-ids")
+        rounds: list[list[list[int]]] = [given]
+    else:
+        pool = prompt_pool(Path(target_dir), vocab, prompts)
+        rounds = [pool[i : i + ROUND] for i in range(0, len(pool), ROUND)]
+    new_tokens = min(NEW_TOKENS, -(-min_positions // ROUND) + 16)  # a small --probe-positions: shorter text
+    n_sequences, rows = 0, []
+    for batch in rounds:
+        if token_ids is not None:
+            chunks = _teacher_forced(target, batch, [0] * len(batch), wanted, progress)
+        else:
+            chunks = _generated(target, batch, text, wanted, progress, new_tokens)
+        chunks = [c for c in chunks if c.ids.numel() - 2 > c.start]
+        n_sequences += len(chunks)
+        ticker = _Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))
+        for chunk in chunks:
             for r in candidates:
-                aux = torch.cat([out.hidden[j][a : b - 1] for j in r.hidden_states], dim=-1)  # [T-1, K*Ht]
-                rcfg = dataclasses.replace(cfg, norm_output=r.norm_output)
-                chain = eagle3_draft.chain(rcfg, weights, ids[1:].to(compute.device), aux, steps, embed=embed)
-                outcomes[r.name].append(_outcomes(chain, ids, greedy_all[a:b]))
-    per_reading = {
-        name: (torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])) for name, outs in outcomes.items()
-    }
-    rows = [_row(r, per_reading[r.name], per_reading[configured]) for r in candidates]
-    best = max(rows, key=lambda row: (round(row.top1 + row.acceptance_length, 4), row.top1)).reading
-    positions = int(per_reading[configured][0].numel())
+                scores[r.name].append(_score(chunk, r, cfg, weights, embed, steps))
+                ticker(0)
+        if not scores[configured]:
+            continue
+        rows = _rows(candidates, scores, steps)
+        positions = sum(s[0].numel() for s in scores[configured])
+        if positions >= MAX_ROUNDS_FACTOR * min_positions or (positions >= min_positions and decided(rows)):
+            break
+    if not rows:
+        raise InputError("the probe text left no position to score", hint="pass longer --token-ids or --prompts")
+    best = winner(rows)
     return ProbeResult(
-        len(sequences),
-        positions,
+        n_sequences,
+        sum(s[0].numel() for s in scores[configured]),
         steps,
         configured,
-        best,
+        best.reading if best else configured,
         rows,
         compute.describe(),
         compute.dtype_name,
-        "given" if given else text,
+        "given" if token_ids is not None else text,
+        decided(rows),
+        min_positions,
     )
-
-
-def _outcomes(
-    chain: list[eagle3_draft.StepOutput], ids: torch.Tensor, greedy: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per position t (0..T-3): (first draft token is the target's greedy token, accepted draft tokens).
-
-    Row t of the chain drafts tokens t+2, t+3, ...; a draft token is accepted while it equals the next token of the
-    sequence and that token is the target's greedy choice (so the context stays the target's own)."""
-    t_len = ids.numel()
-    rows = torch.arange(t_len - 2)
-    tokens = [step.target_tokens[: t_len - 2].cpu() for step in chain]
-    top1 = tokens[0] == greedy[1 : t_len - 1]
-    alive = torch.ones(t_len - 2, dtype=torch.bool)
-    accepted = torch.zeros(t_len - 2, dtype=torch.int64)
-    for s, drafted in enumerate(tokens):
-        pos = rows + 2 + s
-        inside = pos < t_len
-        pos = pos.clamp(max=t_len - 1)
-        alive &= inside & (drafted == ids[pos]) & (ids[pos] == greedy[pos - 1])
-        accepted += alive
-    return top1, accepted
-
-
-def _row(r: Reading, mine: tuple[torch.Tensor, torch.Tensor], base: tuple[torch.Tensor, torch.Tensor]) -> ProbeRow:
-    """A reading's rates, and its paired comparison with the configured reading position by position."""
-    top1, accepted = mine
-    n = top1.numel()
-    better = (accepted > base[1]) | ((accepted == base[1]) & top1 & ~base[0])
-    worse = (accepted < base[1]) | ((accepted == base[1]) & ~top1 & base[0])
-    wins, losses = int(better.sum()), int(worse.sum())
-    return ProbeRow(
-        r.name,
-        list(r.hidden_states),
-        r.norm_output,
-        _rate(float(top1.sum()), n),
-        1.0 + _rate(float(accepted.sum()), n),
-        wins,
-        losses,
-        sign_test(wins, losses),
-    )
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test: the chance of a split at least this uneven if neither reading were better."""
-    n, k = wins + losses, min(wins, losses)
-    if n == 0:
-        return 1.0
-    log_half = n * math.log(0.5)
-    tail = sum(
-        math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half) for i in range(k + 1)
-    )
-    return min(1.0, 2 * tail)
-
-
-def _rate(numerator: float, denominator: float) -> float:
-    return round(numerator / denominator, 4) if denominator else 0.0
 
 
 def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
@@ -493,36 +665,3 @@ def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]
     errors = [_relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
     errors.append(_relative_error(ours.final_hidden, theirs[target.num_layers][0]))
     return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}
-
-
-def prompt_token_ids(
-    target_dir: str | Path,
-    prompts_file: str | Path,
-    continuation: int = DEFAULT_CONTINUATION,
-    *,
-    compute: Compute = CPU_FLOAT32,
-    progress: Progress | None = None,
-) -> list[list[int]]:
-    """Token ids for the probe from text prompts (one per line), tokenized with the target's ``tokenizer.json``
-    (the ``tokenizers`` package), each followed by the target's own greedy continuation."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise UsageError("--prompts needs the tokenizers package", hint="pip install tokenizers") from None
-    directory = Path(target_dir)
-    vocab_file = (directory if directory.is_dir() else directory.parent) / "tokenizer.json"
-    if not vocab_file.is_file():
-        raise InputError(
-            "the target has no tokenizer.json to tokenize --prompts with",
-            path=vocab_file.parent,
-            hint="pass --token-ids FILE instead",
-        )
-    try:
-        lines = [line for line in Path(prompts_file).read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompts: {exc}", path=prompts_file) from None
-    if not lines:
-        raise InputError("no prompts in the file", path=prompts_file)
-    tokenizer = Tokenizer.from_file(str(vocab_file))
-    target = Target(directory, compute)
-    return target.generate([tokenizer.encode(line).ids for line in lines], continuation, progress)

@@ -386,8 +386,8 @@ _RULES = (
         "EC711",
         "probe-reading-beaten",
         "error",
-        "With the target, the draft agrees clearly better under another reading of its config (ids shifted, "
-        "norm_output): by more than 5 points of top-1 or 0.1 of acceptance length, and a sign test p < 0.01.",
+        "With the target, the draft agrees decisively better under another reading of its config (ids shifted, "
+        "norm_output): a paired sign test p < 0.01 and at least 1 point of top-1 or 0.02 accepted tokens per position.",
     ),
     Rule(
         "EC712",
@@ -399,7 +399,8 @@ _RULES = (
         "EC713",
         "probe-convention-measured",
         "info",
-        "The aux-id convention was ambiguous; the probe measured which reading the draft was trained on.",
+        "The aux-id convention was ambiguous; the probe measured which reading the draft was trained on "
+        "(or says the comparison is inconclusive).",
     ),
     Rule(
         "EC714",

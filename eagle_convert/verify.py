@@ -196,12 +196,13 @@ def verify_checkpoint(
     reference_hidden_states: Path | None = None,
     oracle: str | None = None,
     prompts: Path | None = None,
-    probe_text: str = "sampled",
+    probe_text: str = "greedy",
     device: str = "auto",
     dtype: str = "float32",
     probe_progress: Callable[[str, int, int], None] | None = None,
     aux_convention: str | None = None,
     engine_settings: EngineSettings | None = None,
+    probe_positions: int | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
@@ -292,6 +293,7 @@ def verify_checkpoint(
                 reference_hidden_states,
                 oracle,
                 probe_progress,
+                **({"min_positions": probe_positions} if probe_positions is not None else {}),
             )
             more, probe = probe_findings(ckpt, spec, Path(target), enabled, settings)
             found += more

@@ -92,11 +92,28 @@ def normalize(
         Device.auto, "--device", help="--aux-convention auto: where the target and draft run (auto: the GPU if any)."
     ),
     dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--aux-convention auto: compute precision."),
+    token_ids: Path | None = typer.Option(
+        None,
+        "--token-ids",
+        metavar="FILE",
+        help="--aux-convention auto: a JSON list of token-id lists to measure with (as verify --token-ids).",
+    ),
+    prompts: Path | None = typer.Option(
+        None,
+        "--prompts",
+        metavar="FILE",
+        help="--aux-convention auto: text prompts, one per line, continued by the target (as verify --prompts).",
+    ),
+    probe_positions: int = typer.Option(
+        4096, "--probe-positions", min=16, help="--aux-convention auto: positions to score at least (as verify)."
+    ),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
+    from eagle_convert.cli.verify_cmd import _token_ids
     from eagle_convert.console import progress_bar, render_normalize, stdout_console
     from eagle_convert.json_output import json_errors, write_json
     from eagle_convert.normalize import normalize_checkpoint
+    from eagle_convert.probe_text import read_prompts
 
     limit = parse_size(max_shard_size) if max_shard_size else None
     with (
@@ -117,6 +134,11 @@ def normalize(
             progress=advance,
             device=device.value,
             dtype=dtype.value,
+            probe={
+                "token_ids": _token_ids(token_ids) if token_ids else None,
+                "prompts": read_prompts(prompts) if prompts and not token_ids else None,
+                "min_positions": probe_positions,
+            },
         )
     if as_json:
         write_json(report.to_dict())

@@ -43,8 +43,8 @@ class Oracle(StrEnum):
 
 
 class ProbeText(StrEnum):
-    sampled = "sampled"
     greedy = "greedy"
+    sampled = "sampled"
 
 
 class Format(StrEnum):
@@ -112,7 +112,7 @@ def verify(
         metavar="FILE",
         help="--level target: a JSON list "
         "of token-id lists to probe with (default: the target's own "
-        "continuations of seeded random prompts, see --probe-text).",
+        "continuations of varied prompts through its chat template, see --probe-text).",
     ),
     reference_hidden_states: Path | None = typer.Option(
         None,
@@ -133,10 +133,17 @@ def verify(
     ),
     probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
     probe_text: ProbeText = typer.Option(
-        ProbeText.sampled,
+        ProbeText.greedy,
         "--probe-text",
-        help="--level target without --token-ids/--prompts: the target's own text, sampled at temperature 1 "
-        "(tells readings apart best) or greedy (acceptance length exact for greedy decoding).",
+        help="--level target without --token-ids: the target's own continuations of the prompts, greedy "
+        "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
+    ),
+    probe_positions: int = typer.Option(
+        4096,
+        "--probe-positions",
+        min=16,
+        help="--level target: positions to score at least; while a comparison is undecided, more "
+        "text up to 4 times as many.",
     ),
     device: Device = typer.Option(
         Device.auto,
@@ -199,6 +206,7 @@ def verify(
                 probe_progress=steps,
                 aux_convention=aux_convention.value if aux_convention else None,
                 engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
+                probe_positions=probe_positions,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(

@@ -80,40 +80,21 @@ def observe(
     return _runner(settings.engine).run(python, request, workdir)
 
 
+DEFAULT_ENGINE_PROMPTS = 8  # the first prompts of the probe's default set: the engine generates from each
+
+
 def engine_prompts(target: Path, settings: EngineSettings) -> list[list[int]]:
-    """The probe's prompts: --token-ids as given, --prompts tokenized, else the probe's seeded random prompts."""
+    """The probe's prompts, through the target's chat template as the probe renders them: --token-ids as given,
+    --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set."""
     if settings.token_ids is not None:
         return [list(p) for p in settings.token_ids]
-    if settings.prompts is not None:
-        return _tokenized(target, settings.prompts)
-    import torch
-
     from eagle_convert.config import TargetConfig
-    from eagle_convert.probe import DEFAULT_PROMPT, DEFAULT_SEQUENCES
+    from eagle_convert.probe_text import prompt_pool, read_prompts
 
     vocab = TargetConfig.from_path(target).vocab_size or 2
-    g = torch.Generator().manual_seed(0)  # the same draws as probe.default_sequences
-    return [torch.randint(0, vocab, (DEFAULT_PROMPT,), generator=g).tolist() for _ in range(DEFAULT_SEQUENCES)]
-
-
-def _tokenized(target: Path, prompts_file: Path) -> list[list[int]]:
-    from eagle_convert.errors import InputError, UsageError
-
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise UsageError("--prompts needs the tokenizers package", hint="pip install tokenizers") from None
-    vocab_file = (target if target.is_dir() else target.parent) / "tokenizer.json"
-    if not vocab_file.is_file():
-        raise InputError("the target has no tokenizer.json to tokenize --prompts with", path=vocab_file.parent)
-    try:
-        lines = [ln for ln in prompts_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompts: {exc}", path=prompts_file) from None
-    if not lines:
-        raise InputError("no prompts in the file", path=prompts_file)
-    tokenizer = Tokenizer.from_file(str(vocab_file))
-    return [tokenizer.encode(line).ids for line in lines]
+    if settings.prompts is not None:
+        return prompt_pool(target, vocab, read_prompts(settings.prompts))
+    return prompt_pool(target, vocab)[:DEFAULT_ENGINE_PROMPTS]
 
 
 def fed_hidden_states(

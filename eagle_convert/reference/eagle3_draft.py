@@ -63,6 +63,7 @@ class DraftConfig:
     norm_before_residual: bool
     norm_output: bool
     defaults: tuple[str, ...]
+    head_norm: bool = True  # lm_head reads norm(s); False: s itself (SpecForge 0.2.0 with norm_output false)
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> DraftConfig:
@@ -363,7 +364,7 @@ def draft_step(
     s1 = o + residual
     s = mlp(w, rms_norm(s1, w["midlayer.post_attention_layernorm.weight"], eps)) + s1
     out = rms_norm(s, w["norm.weight"], eps)
-    logits = F.linear(out, w["lm_head.weight"])  # [T, Vd]
+    logits = F.linear(out if c.head_norm else s, w["lm_head.weight"])  # [T, Vd]
     d = logits.argmax(dim=-1)
     return StepOutput(logits, d + w["d2t"][d], s, out, out if c.norm_output else s, kv)
 

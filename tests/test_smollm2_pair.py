@@ -1,0 +1,148 @@
+"""The acceptance probe on a real target: SmolLM2-135M-Instruct and the committed draft trained on its hs[4, 13, 25].
+
+Expected values come from how the draft was trained (fixtures/smollm2_pair.py: top-level ids [4, 13, 25] input-to,
+norm_output false), not from the probe's own output. The probe runs with its defaults (no text given); the target's
+text is generated once per process and shared by the probes of the variant configs (probe._generated).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from eagle_convert import probe
+from eagle_convert.normalize import normalize_checkpoint
+from eagle_convert.reference import eagle3_draft
+from eagle_convert.verify import verify_checkpoint
+from fixtures.smollm2_pair import HIDDEN_STATE_INDICES, smollm2_pair
+
+pytestmark = pytest.mark.slow
+TRUE = HIDDEN_STATE_INDICES
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[Path, Path]:
+    pytest.importorskip("tokenizers")
+    return smollm2_pair()
+
+
+def _variant(draft: Path, out: Path, **changes: object) -> Path:
+    """A copy of the draft whose config says something else (same weights)."""
+    shutil.copytree(draft, out)
+    raw = json.loads((out / "config.json").read_text())
+    raw.update(changes)
+    (out / "config.json").write_text(json.dumps(raw, indent=2))
+    return out
+
+
+def _probe(draft: Path, target: Path) -> dict[str, object]:
+    report = verify_checkpoint(draft, target=target, level="target", device="cpu", select="EC7")
+    assert report.probe is not None
+    return {"report": report, "probe": report.probe}
+
+
+def test_default_probe_passes_the_true_config(pair: tuple[Path, Path]) -> None:
+    target, draft = pair
+    out = _probe(draft, target)
+    report, table = out["report"], out["probe"]
+    assert report.status == "pass", report.findings  # type: ignore[attr-defined]
+    assert table["positions"] >= probe.MIN_POSITIONS and table["text"] == "greedy"  # type: ignore[index]
+    rows = {r["reading"]: r for r in table["rows"]}  # type: ignore[index]
+    for r in rows.values():  # shown with -s
+        print(r["reading"], r["hidden_states"], r["top1"], r["top1_ci"], r["acceptance_length"])
+        print("   ", r["acceptance_length_ci"], r["delta_top1"], r["p_value"], r["verdict"], r["positions_needed"])
+    print(table["positions"], table["sequences"], table["decided"])  # type: ignore[index]
+    configured = rows["configured"]
+    assert configured["hidden_states"] == TRUE and table["best"] == "configured"  # type: ignore[index]
+    assert configured["top1_ci"][0] < configured["top1"] < configured["top1_ci"][1]
+    assert len(configured["acceptance_rates"]) == 3 and configured["cycles"] > 0
+    # the draft reads best as trained: the misreadings the engines apply lose agreement (by less than the effect
+    # floor with this weakly trained draft, so they are "no better" rather than decisively "worse")
+    for name in ("ids read as output-of (one layer later)", "ids one layer earlier"):
+        assert rows[name]["delta_top1"] < 0 and rows[name]["verdict"] in ("worse", "no better"), rows[name]
+    assert rows["norm_output true"]["verdict"] in ("worse", "no better"), rows["norm_output true"]
+
+
+WEAK = (
+    "the committed draft agrees with the target on 17% of positions, and the misreadings cost it under 1 point of "
+    "top-1, below the probe's effect floor: flagging them needs a draft trained longer (fixtures/smollm2_pair.py)"
+)
+
+
+@pytest.mark.skip(reason=WEAK)
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"eagle_aux_hidden_state_layer_ids": [j - 1 for j in TRUE]}, (TRUE, False)),  # ids one layer early
+        ({"eagle_aux_hidden_state_layer_ids": [j + 1 for j in TRUE]}, (TRUE, False)),  # ids one layer late
+        ({"norm_output": True}, (TRUE, False)),  # norm_output flipped
+    ],
+    ids=["ids-1", "ids+1", "norm_output"],
+)
+def test_default_probe_flags_a_misread_config(
+    pair: tuple[Path, Path], tmp_path: Path, changes: dict[str, object], expected: tuple[list[int], bool]
+) -> None:
+    target, draft = pair
+    raw = json.loads((draft / "config.json").read_text())
+    if "eagle_aux_hidden_state_layer_ids" in changes:  # both id lists move together (same convention)
+        ids = changes["eagle_aux_hidden_state_layer_ids"]
+        changes["eagle_config"] = {**raw["eagle_config"], "eagle_aux_hidden_state_layer_ids": [j - 1 for j in ids]}  # type: ignore[union-attr]
+        changes["eagle_convert"] = {**raw["eagle_convert"], "hidden_state_indices": ids}
+    report = _probe(_variant(draft, tmp_path / "draft", **changes), target)["report"]
+    found = [f for f in report.findings if f.rule_id == "EC711"]  # type: ignore[attr-defined]
+    assert found, report.findings  # type: ignore[attr-defined]
+    assert found[0].expected == {"hidden_states": expected[0], "norm_output": expected[1]}
+
+
+@pytest.mark.skip(reason=WEAK)
+def test_normalize_auto_resolves_the_convention(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """Only eagle_config ids [3, 12, 24] and no producer: ambiguous to the static rules; the weights say output-of."""
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.detect import detect
+
+    target, draft = pair
+    raw = json.loads((draft / "config.json").read_text())
+    src = _variant(draft, tmp_path / "src")
+    ambiguous = {k: v for k, v in raw.items() if k not in ("eagle_convert", "eagle_aux_hidden_state_layer_ids")}
+    (src / "config.json").write_text(json.dumps(ambiguous, indent=2))
+    assert detect(open_checkpoint(src)).aux.convention == "ambiguous"
+    report = normalize_checkpoint(src, tmp_path / "out", target=target, aux_convention="auto", device="cpu")
+    assert report.semantics["hidden_states"] == TRUE
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["eagle_aux_hidden_state_layer_ids"] == TRUE
+    assert "output-of hs[4, 13, 25]" in written["eagle_convert"]["convention_measured"]
+
+
+def test_acceptance_length_matches_a_step_by_step_draft_verify_cycle(pair: tuple[Path, Path]) -> None:
+    """The probe's engine-style acceptance against an independent simulation: at each cycle the draft sees only the
+    prefix (its chain run on tokens up to the current position), the target's greedy text decides what is accepted,
+    and decoding continues after the accepted tokens and the target's own token."""
+    target_dir, draft_dir = pair
+    target = probe.Target(target_dir)
+    ckpt = probe.open_checkpoint(draft_dir)
+    spec = probe.detect(ckpt, target.config)
+    cfg = probe._draft_config(spec)
+    weights = eagle3_draft.load_draft(cfg, probe._draft_state(ckpt, spec))
+    embed = target.embedding()
+    prompts = probe.prompt_pool(target_dir, target.vocab_size)[: probe.ROUND]
+    chunks = probe._generated(target, prompts[:2], "greedy", TRUE, None)  # two of the default probe's texts
+    reading = probe.Reading("configured", tuple(TRUE), False)
+    steps, ours, theirs = 3, [], []
+    for chunk in chunks:
+        ours += probe._score(chunk, reading, cfg, weights, embed, steps)[2]
+        ids, t = chunk.ids, chunk.start
+        aux = torch.cat([chunk.hidden[j] for j in TRUE], dim=-1)
+        while t < ids.numel() - 1 - steps:
+            chain = eagle3_draft.chain(cfg, weights, ids[1 : t + 2], aux[: t + 1], steps, embed=embed)
+            drafted = [int(s.target_tokens[t]) for s in chain]  # the chain from the last position only
+            accepted = 0
+            while accepted < steps and drafted[accepted] == int(ids[t + 2 + accepted]):
+                accepted += 1
+            theirs.append(accepted)
+            t += accepted + 1
+    assert len(ours) == len(theirs) > 50
+    assert abs(sum(ours) / len(ours) - sum(theirs) / len(theirs)) <= 0.02
