@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 SEVERITIES = ("error", "warning", "info")
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}  # how messages and human output spell the engines
 
 
 @dataclass(frozen=True)

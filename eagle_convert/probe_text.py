@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from eagle_convert.errors import InputError, UsageError
 
 ROUND, NEW_TOKENS = 32, 144  # prompts per generation round, new tokens per prompt (about 4,096+ positions a round)
@@ -92,6 +90,22 @@ def _render(template: str, text: str, specials: dict[str, str]) -> str:
     )
 
 
+def read_token_ids(path: Path) -> list[list[int]]:
+    """``--token-ids FILE``: a JSON list of token-id lists (non-negative integers)."""
+    from eagle_convert.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+
+    try:
+        value = loads_strict(decode_utf8(path.read_bytes()))
+    except (OSError, JsonSyntaxError) as exc:
+        raise InputError(f"cannot read token ids: {exc}", path=path) from None
+    if not isinstance(value, list) or not all(
+        isinstance(seq, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in seq)
+        for seq in value
+    ):
+        raise InputError("token ids must be a JSON list of lists of non-negative integers", path=path)
+    return value
+
+
 def read_prompts(path: Path) -> list[str]:
     try:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -113,6 +127,8 @@ def prompt_pool(target_dir: Path, vocab: int, prompts: list[str] | None = None) 
                 path=target_dir,
                 hint="pass --token-ids FILE instead",
             )
+        import torch
+
         g = torch.Generator().manual_seed(0)
         return [[int(t)] for t in torch.randint(0, vocab, (len(DEFAULT_PROMPTS),), generator=g)]
     return [tokenizer.prompt_ids(p) for p in (prompts if prompts is not None else DEFAULT_PROMPTS)]

@@ -97,6 +97,14 @@ def test_inspect_runs_without_torch(fx: Path) -> None:
         assert "specforge" in result.stdout or "torchspec" in result.stdout
 
 
+def test_normalize_dry_run_never_imports_torch(fx: Path, tmp_path: Path) -> None:
+    """A dry run reads config and headers only; the probe's text options must not pull torch in."""
+    args = ["normalize", str(fx / "layouts" / "specforge-mha"), str(tmp_path / "out"), "--dry-run"]
+    result = run_cli_without_torch(*args, "--target-family", "llama")
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_version() -> None:
     result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.startswith("eagle-convert ")

@@ -109,11 +109,10 @@ def normalize(
     ),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
-    from eagle_convert.cli.verify_cmd import _token_ids
     from eagle_convert.console import progress_bar, render_normalize, stdout_console
     from eagle_convert.json_output import json_errors, write_json
     from eagle_convert.normalize import normalize_checkpoint
-    from eagle_convert.probe_text import read_prompts
+    from eagle_convert.probe_text import read_prompts, read_token_ids
 
     limit = parse_size(max_shard_size) if max_shard_size else None
     with (
@@ -135,7 +134,7 @@ def normalize(
             device=device.value,
             dtype=dtype.value,
             probe={
-                "token_ids": _token_ids(token_ids) if token_ids else None,
+                "token_ids": read_token_ids(token_ids) if token_ids else None,
                 "prompts": read_prompts(prompts) if prompts and not token_ids else None,
                 "min_positions": probe_positions,
             },

@@ -171,6 +171,7 @@ def verify(
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
     from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
     from eagle_convert.engine_level import EngineSettings
+    from eagle_convert.probe_text import read_token_ids
     from eagle_convert.verify import load_settings, verify_checkpoint
     from eagle_convert.verify_report import VerifyReport
 
@@ -195,7 +196,7 @@ def verify(
                 compute_hashes=not no_hash,
                 progress=advance,
                 token=token,
-                token_ids=_token_ids(token_ids) if token_ids else None,
+                token_ids=read_token_ids(token_ids) if token_ids else None,
                 prompts=prompts,
                 probe_steps=probe_steps,
                 probe_text=probe_text.value,
@@ -237,22 +238,6 @@ def _local_bytes(path: Path) -> int | None:
     if not path.is_dir():
         return None
     return sum(f.stat().st_size for pattern in _HASHED for f in path.glob(pattern) if f.is_file())
-
-
-def _token_ids(path: Path) -> list[list[int]]:
-    from eagle_convert.errors import InputError
-    from eagle_convert.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
-
-    try:
-        value = loads_strict(decode_utf8(path.read_bytes()))
-    except (OSError, JsonSyntaxError) as exc:
-        raise InputError(f"cannot read token ids: {exc}", path=path) from None
-    if not isinstance(value, list) or not all(
-        isinstance(seq, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in seq)
-        for seq in value
-    ):
-        raise InputError("token ids must be a JSON list of lists of non-negative integers", path=path)
-    return value
 
 
 def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:

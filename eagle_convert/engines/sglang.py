@@ -8,6 +8,7 @@ targets keep ids whose largest value is N (``models/gpt_oss.py``), and the Llama
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from eagle_convert.engines.model import (
@@ -50,13 +51,15 @@ _PLUS1 = "+1"
 _FIRST1 = "+1 if first id is 1"
 
 
+def _put(t: dict[str, Capture], types: str, rule: str, file: str, lines: str, n: bool = False, **kw: Any) -> None:
+    """One row of a capture table: the same rule for every model_type in ``types`` (``n``: hs[N] is reachable)."""
+    for mt in types.split():
+        t[mt] = Capture(rule, n, _c(file if "/" in file else f"models/{file}", lines), **kw)
+
+
 def _captures_0_5_23() -> dict[str, Capture]:
     t: dict[str, Capture] = {}
-
-    def put(types: str, rule: str, file: str, lines: str, n: bool = False, **kw: Any) -> None:
-        for mt in types.split():
-            t[mt] = Capture(rule, n, _c(file if "/" in file else f"models/{file}", lines), **kw)
-
+    put = partial(_put, t)
     put("llama mistral ministral phi3", _PLUS1, "llama.py", "929-941 (Phi3ForCausalLM: 956)")
     put("llama4 llama4_text", _PLUS1, "mllama4.py", "971-973")  # delegates to the Llama language model
     put("qwen2", _PLUS1, "qwen2.py", "781-794")
@@ -95,11 +98,7 @@ def _captures_0_5_23() -> dict[str, Capture]:
 def _captures_0_5_16() -> dict[str, Capture]:
     """0.5.16's target classes, with 0.5.16's own lines (glm5_next and qwen3_5 do not exist yet)."""
     t: dict[str, Capture] = {}
-
-    def put(types: str, rule: str, file: str, lines: str, n: bool = False, **kw: Any) -> None:
-        for mt in types.split():
-            t[mt] = Capture(rule, n, _c(file if "/" in file else f"models/{file}", lines), **kw)
-
+    put = partial(_put, t)
     put("llama mistral ministral phi3", _PLUS1, "llama.py", "808-821")
     put("llama4 llama4_text", _PLUS1, "mllama4.py", "985-988")
     put("qwen2", _PLUS1, "qwen2.py", "655-670")
