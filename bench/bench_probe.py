@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_reference import _cpu
-from eagle_convert import probe
+from eagle_convert import probe, probe_target, probe_text
 from eagle_convert.reference.llama_decode import generate_greedy
 from fixtures.smollm2_pair import smollm2_pair
 
@@ -40,13 +40,13 @@ def main() -> int:
     parser.add_argument("--skip-generation", action="store_true")
     args = parser.parse_args()
     target_dir, draft_dir = smollm2_pair()
-    target = probe.Target(target_dir)
+    target = probe_target.Target(target_dir)
     print(
         f"machine: {_cpu()}, {os.cpu_count()} cpus, torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"load average at start {os.getloadavg()[0]:.1f}"
     )
     if not args.skip_generation:
-        prompts = probe.prompt_pool(target_dir, target.vocab_size)[: args.prompts]
+        prompts = probe_text.prompt_pool(target_dir, target.vocab_size)[: args.prompts]
 
         def recompute() -> list[list[int]]:
             return target.generate(prompts, args.tokens)

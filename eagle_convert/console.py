@@ -422,6 +422,7 @@ def render_engine_run(run: dict[str, Any], console: Console) -> None:
     flags = ", ".join(f"{k} {str(v).lower()}" for k, v in run["flags"].items() if isinstance(v, bool)) or "-"
     rows = (
         ("mean acceptance length", f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts"),
+        ("the probe on the same run", _same_run(run)),
         ("accept rate per position", per_position),
         ("output equals target alone", lossless),
         ("hidden states fed to the draft", fed),
@@ -432,6 +433,13 @@ def render_engine_run(run: dict[str, Any], console: Console) -> None:
     for what, value in rows:
         table.add_row(what, Text(value))
     console.print(table)
+
+
+def _same_run(run: dict[str, Any]) -> str:
+    if run.get("probe_acceptance_length") is None:
+        return "not measured (the reference forward cannot run this draft)"
+    text = "" if run.get("probe_same_text") else " (its greedy text differs from the engine's in places)"
+    return f"acceptance length {run['probe_acceptance_length']:.3f}{text}"
 
 
 def _probe_table(p: dict[str, Any]) -> Table:

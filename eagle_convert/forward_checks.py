@@ -7,20 +7,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.checkpoint import Checkpoint
+import torch
+
+from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.compute import CPU_FLOAT32, Compute
-from eagle_convert.detect import DraftSpec
-from eagle_convert.errors import EagleConvertError
-from eagle_convert.probe import (
-    MIN_POSITIONS,
-    ProbeRow,
-    Progress,
-    forward_check,
-    match_saved_states,
-    oracle_check,
-    run_probe,
-)
+from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.errors import EagleConvertError, InputError, UsageError
+from eagle_convert.probe import MIN_POSITIONS, ProbeRow, _draft_config, _draft_state, run_probe
+from eagle_convert.probe_target import Progress, Target, nearest_boundaries, relative_error
 from eagle_convert.probe_text import read_prompts
+from eagle_convert.reference import eagle3_draft
 from eagle_convert.verify_report import VerifyFinding
 
 LOW_AGREEMENT = 0.05
@@ -204,3 +200,75 @@ def _versus(row: ProbeRow) -> str:
         f"accepted tokens per position {row.delta_accepted:+.3f}, acceptance length {row.acceptance_length:.3f}, "
         f"better at {row.wins} positions and worse at {row.losses}, sign test p = {row.p_value:.1e}"
     )
+
+
+# ---------------------------------------------------------------------------------------------------- the checks
+
+
+def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
+    """Draft only: a chain on seeded random tokens and aux states. (all outputs finite, what was checked)."""
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt)
+    cfg = _draft_config(spec)
+    device, dtype = compute.device, compute.dtype
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=dtype, device=device)
+    g = torch.Generator().manual_seed(0)
+    t_len = 16
+    tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g).to(device)
+    aux = torch.randn(t_len, cfg.num_aux * cfg.target_hidden_size, generator=g).to(device, dtype)
+    embed = None
+    if weights.get("embed_tokens.weight") is None:
+        embed = (torch.randn(cfg.vocab_size, cfg.hidden_size, generator=g) * 0.02).to(device, dtype)
+    chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
+    finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
+    return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"
+
+
+def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> dict[str, Any]:
+    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
+
+    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
+    tokens, in the trainer's order).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        saved = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise InputError(f"cannot read saved hidden states: {exc}", path=path) from None
+    ids, states = saved.get("token_ids"), saved.get("hidden_states")
+    if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
+        raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
+    target = Target(Path(target_dir), compute)
+    out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
+    matches = nearest_boundaries(states, {j: h.cpu() for j, h in out.hidden.items()})
+    for m in matches:
+        if m["boundary"] is None:
+            k = m["state"]
+            raise InputError(
+                f"saved state {k} has shape {list(states[k].shape)}, no target boundary matches it", path=path
+            )
+    return {"file": str(path), "matches": matches}
+
+
+def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]:
+    """The reference target against transformers (when installed) on the same tokens: the largest relative error
+    over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm).
+    Both run on the CPU in float32, whatever the probe's device: this checks the implementation, not the hardware."""
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError(
+            "--oracle transformers needs the transformers package",
+            hint="pip install transformers (or eagle-convert[test])",
+        ) from None
+    target = Target(Path(target_dir))
+    ids = torch.tensor(token_ids)
+    ours = target.run(ids, capture=range(target.num_layers))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
+    with torch.no_grad():
+        theirs = model(ids[None], output_hidden_states=True).hidden_states
+    errors = [relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
+    errors.append(relative_error(ours.final_hidden, theirs[target.num_layers][0]))
+    return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}

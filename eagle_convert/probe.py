@@ -18,7 +18,6 @@ target's greedy path is a lower bound (a chain stops where the text does). Top-1
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,25 +26,18 @@ import torch
 
 from eagle_convert.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.compute import CPU_FLOAT32, Compute
-from eagle_convert.config import TargetConfig
 from eagle_convert.detect import DraftSpec, detect
 from eagle_convert.errors import InputError, UsageError
 from eagle_convert.mapping import map_key
 from eagle_convert.probe_stats import Cycles, Paired, compare, sign_test, simulate, wilson
-from eagle_convert.probe_text import NEW_TOKENS, ROUND, eos_id, prompt_pool
-from eagle_convert.reference import eagle3_draft, fp8
-from eagle_convert.reference.llama import SafetensorsWeights
-from eagle_convert.reference.packing import segments
+from eagle_convert.probe_target import Chunk, Progress, Target, Ticker, generated, teacher_forced
+from eagle_convert.probe_text import NEW_TOKENS, ROUND, prompt_pool
+from eagle_convert.reference import eagle3_draft
 
 __all__ = ["sign_test"]
 MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
 MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
 TEXTS = ("greedy", "sampled")
-# Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
-LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
-
-Progress = Callable[[str, int, int], None]
-"""``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
 
 
 @dataclass(frozen=True)
@@ -166,217 +158,6 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
     return name, out
 
 
-class Target:
-    """A target model for the probe: config, weights and its streaming forward on one device and dtype."""
-
-    def __init__(self, directory: Path, compute: Compute = CPU_FLOAT32) -> None:
-        self.directory = directory.resolve()
-        self.config = TargetConfig.from_path(directory)
-        raw = _raw_config(directory)
-        self.weights = SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
-        self.compute = compute
-        if self.config.family == "deepseek":
-            from eagle_convert.reference import deepseek
-
-            self._cfg: Any = deepseek.DeepseekConfig.from_hf(raw)
-            self._forward: Any = deepseek.forward_streaming
-        else:
-            from eagle_convert.reference import llama
-
-            self._cfg = llama.LlamaConfig.from_hf(raw)
-            self._forward = llama.forward_streaming
-        self.num_layers = self.config.num_hidden_layers
-        self.vocab_size = int(self._cfg.vocab_size)
-        self.pack_tokens = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // self.vocab_size))
-        self.eos = eos_id(directory)
-
-    def run(
-        self,
-        ids: torch.Tensor,
-        capture: Iterable[int],
-        *,
-        lengths: Sequence[int] | None = None,
-        on_layer: Callable[[int], None] | None = None,
-    ) -> Any:
-        device, dtype = self.compute.device, self.compute.dtype
-        return self._forward(
-            self._cfg,
-            self.weights,
-            ids,
-            capture=capture,
-            device=device,
-            dtype=dtype,
-            lengths=lengths,
-            on_layer=on_layer,
-        )
-
-    def passes(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Sequence indices grouped into packed passes of at most ``pack_tokens`` tokens (a longer one alone)."""
-        groups: list[list[int]] = []
-        size = 0
-        for i, n in enumerate(lengths):
-            if not groups or size + n > self.pack_tokens:
-                groups.append([])
-                size = 0
-            groups[-1].append(i)
-            size += n
-        return groups
-
-    def run_packed(
-        self, sequences: Sequence[Sequence[int]], group: list[int], capture: Iterable[int], tick: Callable[[int], None]
-    ) -> tuple[Any, tuple[tuple[int, int], ...]]:
-        """One packed pass over ``sequences[i]`` for i in ``group``: (output, each sequence's (start, stop))."""
-        lengths = [len(sequences[i]) for i in group]
-        ids = torch.tensor([t for i in group for t in sequences[i]], dtype=torch.int64)
-        return self.run(ids, capture, lengths=lengths, on_layer=tick), segments(lengths)
-
-    def embedding(self) -> torch.Tensor:
-        name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
-        if name is None:
-            raise InputError("the target has no embed_tokens weight", path=self.config.source)
-        return self.weights.get(name).to(self.compute.device, self.compute.dtype)
-
-    def generate(
-        self,
-        prompts: list[list[int]],
-        new_tokens: int,
-        progress: Progress | None = None,
-        *,
-        sample_seed: int | None = None,
-    ) -> list[list[int]]:
-        """Each prompt followed by the target's own continuation, greedy or (``sample_seed``) sampled at temperature
-        1, all prompts packed into each pass (one read of the weights per new token; full recomputation, no cache)."""
-        seqs = [list(p) for p in prompts]
-        g = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
-        plans = [self.passes([len(p) + step for p in prompts]) for step in range(new_tokens)]
-        ticker = _Ticker(progress, "target: generating probe text", sum(map(len, plans)) * self.num_layers)
-        for plan in plans:
-            for group in plan:
-                out, spans = self.run_packed(seqs, group, (), ticker)
-                for i, (_, stop) in zip(group, spans, strict=True):
-                    last = out.logits[stop - 1].float().cpu()
-                    pick = last.argmax() if g is None else torch.multinomial(last.softmax(-1), 1, generator=g)[0]
-                    seqs[i].append(int(pick))
-        return seqs
-
-
-class _Ticker:
-    """Counts target layers for a :data:`Progress` callback."""
-
-    def __init__(self, progress: Progress | None, what: str, total: int) -> None:
-        self.progress, self.what, self.total, self.done = progress, what, total, 0
-        if progress is not None:
-            progress(what, 0, total)
-
-    def __call__(self, _layer: int) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress(self.what, self.done, self.total)
-
-    def finish(self) -> None:
-        """Done early (generation that every sequence ended before its last step)."""
-        if self.progress is not None and self.done < self.total:
-            self.done = self.total
-            self.progress(self.what, self.done, self.total)
-
-
-def _raw_config(directory: Path) -> dict[str, Any]:
-    from eagle_convert.errors import ConfigError
-    from eagle_convert.jsonstrict import load_json_object
-
-    path = directory / "config.json" if directory.is_dir() else directory
-    return load_json_object(path, ConfigError, "target config")
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One scored sequence: tokens ``[T]``, the first row to score, the target's states at positions 0..T-2 for
-    every wanted boundary, and its greedy next token after each of those positions ``[T-1]``."""
-
-    ids: torch.Tensor
-    start: int
-    hidden: dict[int, torch.Tensor]
-    greedy: torch.Tensor
-
-
-def _teacher_forced(
-    target: Target, sequences: list[list[int]], starts: list[int], wanted: list[int], progress: Progress | None
-) -> list[Chunk]:
-    """Packed teacher-forced passes over the sequences (given text, or text generated without a cache)."""
-    plan = target.passes([len(s) for s in sequences])
-    ticker = _Ticker(progress, "probe: target passes", len(plan) * target.num_layers)
-    chunks: list[Chunk] = []
-    for group in plan:
-        out, spans = target.run_packed(sequences, group, wanted, ticker)
-        greedy = out.logits.argmax(-1).cpu()  # the target's next token after each position
-        for i, (a, b) in zip(group, spans, strict=True):
-            hidden = {j: out.hidden[j][a : b - 1] for j in wanted}
-            chunks.append(Chunk(torch.tensor(sequences[i]), starts[i], hidden, greedy[a : b - 1]))
-    return chunks
-
-
-def _generated(
-    target: Target,
-    prompts: list[list[int]],
-    text: str,
-    wanted: list[int],
-    progress: Progress | None,
-    new_tokens: int = NEW_TOKENS,
-) -> list[Chunk]:
-    """The target's own continuations of ``prompts``, scored from the last prompt position on.
-
-    Kept for the rest of the process (the last few texts), with every boundary when that is small: probing several
-    drafts of one target (CI, or verify after normalize) generates the text once."""
-    hidden_size = int(target._cfg.hidden_size)
-    width = max(len(p) for p in prompts) + new_tokens
-    if (target.num_layers + 1) * hidden_size * len(prompts) * width * 4 <= CACHE_BYTES:
-        wanted = list(range(target.num_layers + 1))
-    key = (str(target.directory), tuple(map(tuple, prompts)), text, new_tokens, str(target.compute), tuple(wanted))
-    hit = next((v for k, v in _TEXTS if k[:5] == key[:5] and set(wanted) <= set(k[5])), None)
-    if hit is None:
-        hit = _generate_text(target, prompts, text, wanted, progress, new_tokens)
-        _TEXTS.append((key, hit))
-        del _TEXTS[:-3]
-    return hit
-
-
-_TEXTS: list[tuple[tuple[Any, ...], list[Chunk]]] = []
-CACHE_BYTES = 2**30  # capture every boundary of the generated text when it takes at most this much
-
-
-def _generate_text(
-    target: Target,
-    prompts: list[list[int]],
-    text: str,
-    wanted: list[int],
-    progress: Progress | None,
-    new_tokens: int,
-) -> list[Chunk]:
-    starts = [max(len(p) - 1, 0) for p in prompts]
-    if text == "greedy" and target.config.family != "deepseek":
-        from eagle_convert.reference.llama_decode import generate_greedy
-
-        ticker = _Ticker(progress, "target: generating probe text", new_tokens)
-        gen = generate_greedy(
-            target._cfg,
-            target.weights,
-            prompts,
-            new_tokens,
-            capture=wanted,
-            eos=target.eos,
-            device=target.compute.device,
-            dtype=target.compute.dtype,
-            on_step=ticker,
-        )
-        ticker.finish()
-        return [
-            Chunk(torch.tensor(s), start, hidden, torch.tensor(s[1:]))  # greedy text: the next token is the greedy one
-            for s, start, hidden in zip(gen.sequences, starts, gen.hidden, strict=True)
-        ]
-    seqs = target.generate(prompts, new_tokens, progress, sample_seed=0 if text == "sampled" else None)
-    return _teacher_forced(target, seqs, starts, wanted, progress)
-
-
 def _score(
     chunk: Chunk,
     reading: Reading,
@@ -384,9 +165,11 @@ def _score(
     weights: eagle3_draft.DraftWeights,
     embed: torch.Tensor | None,
     steps: int,
+    stop: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """(first draft token is the target's greedy token, accepted draft tokens) for each scored row, and the accepted
-    count of each draft/verify cycle along the sequence.
+    count of each draft/verify cycle along the sequence, up to row ``stop`` (default: the last row whose chain the
+    text can verify whole).
 
     Row t of the chain takes the states of position t and token t+1, and drafts tokens t+2, t+3, ...; a draft token
     is accepted while it equals the text's next token and that token is the target's greedy choice."""
@@ -406,7 +189,7 @@ def _score(
         pos = (rows + 2 + s).clamp(max=t_len - 1)
         alive &= (rows + 2 + s < t_len) & (drafted == ids[pos]) & (ids[pos] == greedy[pos - 1])
         accepted += alive
-    cycles = simulate(accepted, chunk.start, t_len - 1 - steps)
+    cycles = simulate(accepted, chunk.start, t_len - 1 - steps if stop is None else stop)
     return top1[chunk.start :], accepted[chunk.start :], cycles
 
 
@@ -532,12 +315,7 @@ def run_probe(
     """Measure the draft against the target under every reading; see the module docstring."""
     if text not in TEXTS:
         raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
-    target = Target(Path(target_dir), compute)
-    ckpt = open_checkpoint(draft_dir)
-    spec = detect(ckpt, target.config)
-    cfg = _draft_config(spec)
-    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=compute.dtype, device=compute.device)
-    embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
+    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
     if candidates is None:
         configured, candidates = readings(spec, target.num_layers)
     else:
@@ -557,12 +335,12 @@ def run_probe(
     n_sequences, rows = 0, []
     for batch in rounds:
         if token_ids is not None:
-            chunks = _teacher_forced(target, batch, [0] * len(batch), wanted, progress)
+            chunks = teacher_forced(target, batch, [0] * len(batch), wanted, progress)
         else:
-            chunks = _generated(target, batch, text, wanted, progress, new_tokens)
+            chunks = generated(target, batch, text, wanted, progress, new_tokens)
         chunks = [c for c in chunks if c.ids.numel() - 2 > c.start]
         n_sequences += len(chunks)
-        ticker = _Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))
+        ticker = Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))
         for chunk in chunks:
             for r in candidates:
                 scores[r.name].append(_score(chunk, r, cfg, weights, embed, steps))
@@ -591,77 +369,53 @@ def run_probe(
     )
 
 
-def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
-    """Draft only: a chain on seeded random tokens and aux states. (all outputs finite, what was checked)."""
-    ckpt = open_checkpoint(draft_dir)
-    spec = detect(ckpt)
-    cfg = _draft_config(spec)
-    device, dtype = compute.device, compute.dtype
-    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=dtype, device=device)
-    g = torch.Generator().manual_seed(0)
-    t_len = 16
-    tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g).to(device)
-    aux = torch.randn(t_len, cfg.num_aux * cfg.target_hidden_size, generator=g).to(device, dtype)
-    embed = None
-    if weights.get("embed_tokens.weight") is None:
-        embed = (torch.randn(cfg.vocab_size, cfg.hidden_size, generator=g) * 0.02).to(device, dtype)
-    chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
-    finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
-    return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"
+@dataclass(frozen=True)
+class EngineRunPrediction:
+    """What the probe predicts for an engine's run: greedy speculative decoding of ``new_tokens`` from each prompt,
+    ``steps`` draft tokens per cycle, the draft read as configured."""
+
+    acceptance_length: float  # 1 + accepted draft tokens per draft/verify cycle
+    acceptance_rates: list[float]  # per draft position: share of cycles accepting it
+    cycles: int
+    outputs: list[list[int]]  # the reference target's greedy continuation of each prompt (the text it ran on)
 
 
-def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.float(), b.float()
-    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+def predict_engine_run(
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    prompts: list[list[int]],
+    new_tokens: int,
+    *,
+    steps: int = 3,
+    compute: Compute = CPU_FLOAT32,
+) -> EngineRunPrediction:
+    """The probe on exactly the run the engine level makes: the target's greedy continuation of each prompt,
+    ``new_tokens`` of them whatever the end-of-sequence token (the engine level ignores it), cycles counted as the
+    engines count them: the target's prefill yields the first new token, each cycle drafts ``steps`` tokens from the
+    last verified one and verifies them, and a prompt is done once its new tokens are out. Its last cycle verifies a
+    whole chain even past ``new_tokens``, so the text is generated ``steps`` tokens further."""
+    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
+    reading = readings(spec, target.num_layers)[1][0]  # the configured one
+    wanted = list(reading.hidden_states)
+    chunks = generated(target, prompts, "greedy", wanted, None, new_tokens + steps, ignore_eos=True)
+    cycles: list[int] = []
+    for chunk in chunks:
+        # the cycle at row t follows t + 2 known tokens: drafting goes on while fewer than new_tokens are out
+        cycles += _score(chunk, reading, cfg, weights, embed, steps, chunk.start + new_tokens - 1)[2]
+    run = Cycles(torch.tensor(cycles, dtype=torch.int64), steps)
+    outputs = [c.ids[len(p) : len(p) + new_tokens].tolist() for p, c in zip(prompts, chunks, strict=True)]
+    return EngineRunPrediction(round(run.acceptance_length, 4), run.rates(), len(cycles), outputs)
 
 
-def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> dict[str, Any]:
-    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
-
-    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
-    tokens, in the trainer's order).
-    """
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        saved = load_file(str(path))
-    except (OSError, SafetensorError) as exc:
-        raise InputError(f"cannot read saved hidden states: {exc}", path=path) from None
-    ids, states = saved.get("token_ids"), saved.get("hidden_states")
-    if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
-        raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
+def _pair(
+    draft_dir: str | Path, target_dir: str | Path, compute: Compute
+) -> tuple[Target, DraftSpec, eagle3_draft.DraftConfig, eagle3_draft.DraftWeights, torch.Tensor | None]:
+    """The target, and the draft loaded for the reference forward: (target, spec, config, weights, the embedding
+    the draft borrows from the target or None)."""
     target = Target(Path(target_dir), compute)
-    out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
-    matches = []
-    for k in range(states.shape[0]):
-        errors = {j: _relative_error(h.cpu(), states[k]) for j, h in out.hidden.items() if h.shape == states[k].shape}
-        if not errors:
-            raise InputError(
-                f"saved state {k} has shape {list(states[k].shape)}, no target boundary matches it", path=path
-            )
-        best = min(errors, key=lambda j: errors[j])
-        matches.append({"state": k, "boundary": best, "relative_error": round(errors[best], 6)})
-    return {"file": str(path), "matches": matches}
-
-
-def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]:
-    """The reference target against transformers (when installed) on the same tokens: the largest relative error
-    over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm).
-    Both run on the CPU in float32, whatever the probe's device: this checks the implementation, not the hardware."""
-    try:
-        import transformers
-    except ImportError:
-        raise UsageError(
-            "--oracle transformers needs the transformers package",
-            hint="pip install transformers (or eagle-convert[test])",
-        ) from None
-    target = Target(Path(target_dir))
-    ids = torch.tensor(token_ids)
-    ours = target.run(ids, capture=range(target.num_layers))
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
-    with torch.no_grad():
-        theirs = model(ids[None], output_hidden_states=True).hidden_states
-    errors = [_relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
-    errors.append(_relative_error(ours.final_hidden, theirs[target.num_layers][0]))
-    return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt, target.config)
+    cfg = _draft_config(spec)
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=compute.dtype, device=compute.device)
+    embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
+    return target, spec, cfg, weights, embed

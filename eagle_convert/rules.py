@@ -439,7 +439,8 @@ _RULES = (
         "engine-acceptance-below-probe",
         "warning",
         "The engine's measured mean acceptance length is more than 0.15 below what the probe predicts for the "
-        "configured reading: the engine runs the draft differently from the reference.",
+        "configured reading on the same run (same prompts, text and draft length; the probe's own text when the "
+        "reference forward cannot run the draft): the engine runs the draft differently from the reference.",
     ),
 )
 

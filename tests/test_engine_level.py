@@ -60,28 +60,38 @@ def test_acceptance_is_one_plus_accepted_per_draft() -> None:
 
 
 @pytest.mark.parametrize(("accepted", "fires"), [(40, True), (55, False)])
+@pytest.mark.parametrize("same_run", [True, False])
 def test_acceptance_clearly_below_the_probe_is_ec722(
-    fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accepted: int, fires: bool
+    fx: Path, monkeypatch: pytest.MonkeyPatch, accepted: int, fires: bool, same_run: bool
 ) -> None:
     """The rule's arithmetic, on an observation made up here (the real engine runs in the tests below): the probe
-    predicts 1.60 for the configured reading; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
+    predicts 1.60 for the configured reading, on the engine's own run when the reference can run the draft, else in
+    its table; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
     import eagle_convert.engine_level as engine_level
     from eagle_convert.checkpoint import open_checkpoint
     from eagle_convert.detect import detect
     from eagle_convert.engine_level.base import EngineObservation
+    from eagle_convert.probe import EngineRunPrediction
 
     draft = fx / "layouts" / "specforge-mha"
     seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 100, 300, accepted, [accepted, 0, 0],
                              [[1, 2]], [[1, 2]], None, 1.0, 1.0, 100.0)  # fmt: skip
     monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
-    probe = {"configured": "configured", "rows": [{"reading": "configured", "acceptance_length": 1.6}]}
+    prediction = EngineRunPrediction(1.6, [0.4, 0.15, 0.05], 100, [[1, 2]])
+    monkeypatch.setattr(engine_level, "predict", lambda *args: prediction if same_run else None)
+    table = 1.0 if same_run else 1.6  # the table's figure is used only without the same-run prediction
+    probe = {"configured": "configured", "rows": [{"reading": "configured", "acceptance_length": table}]}
     settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
     found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
                                               probe)  # fmt: skip
     assert [f.rule_id for f in found] == (["EC722"] if fires else [])
+    if fires:
+        assert ("on the same text" if same_run else "on its own text") in found[0].message
     assert run["mean_acceptance_length"] == pytest.approx(1 + accepted / 100)
     assert run["lossless"] is True and run["hidden_states"] is None
+    assert run["probe_acceptance_length"] == (1.6 if same_run else None)
+    assert run["probe_same_text"] is (True if same_run else None)
 
 
 def test_engine_rules_run_at_the_engine_level() -> None:
@@ -262,3 +272,31 @@ def test_verify_level_engine_catches_the_shipped_specforge_config(tmp_path: Path
     assert sum(round(r * run["drafts"]) for r in run["acceptance_per_position"]) == run["accepted_tokens"]
     ec721 = [f for f in doc["findings"] if f["rule_id"] == "EC721"]
     assert len(ec721) == 1 and ec721[0]["expected"] == [4, 13, 25] and ec721[0]["actual"] == [3, 12, 24]
+
+
+AGREEMENT_TOKENS = 128  # new tokens per prompt: about 1,000 tokens over the 8 default prompts
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> None:
+    """The probe's acceptance length for the configured reading against vLLM's own counters, on the same run: the
+    8 default engine prompts, 128 new tokens each, 3 draft tokens per step, the trained SmolLM2 draft as trained."""
+    from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
+    from eagle_convert.probe import predict_engine_run
+    from fixtures.engine_pair import engine_pair
+
+    python = _engine_or_skip()
+    target, draft = engine_pair()
+    settings = EngineSettings(python=python, new_tokens=AGREEMENT_TOKENS, baseline=False)
+    prompts = engine_prompts(target, settings)
+    (seen,) = observe(target, [draft], prompts, settings, tmp_path)
+    measured, rates = acceptance(seen.drafts, seen.accepted_tokens, seen.accepted_per_position)
+    predicted = predict_engine_run(draft, target, prompts, settings.new_tokens, steps=settings.steps)
+    print(f"vLLM {measured:.4f} over {seen.drafts} drafts {rates}; probe {predicted.acceptance_length:.4f} over "
+          f"{predicted.cycles} cycles {predicted.acceptance_rates}")  # fmt: skip
+    # the same greedy text token for token (float32 on both sides; a near-tie may flip one choice on another CPU)
+    assert sum(a == b for a, b in zip(predicted.outputs, seen.outputs, strict=True)) >= len(prompts) - 1
+    assert abs(predicted.acceptance_length - measured) <= 0.02
+    assert abs(predicted.cycles - seen.drafts) <= 0.02 * seen.drafts
+    assert max(abs(a - b) for a, b in zip(predicted.acceptance_rates, rates, strict=True)) <= 0.02

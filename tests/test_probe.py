@@ -9,7 +9,7 @@ import pytest
 import torch
 from jsonschema import Draft202012Validator
 
-from eagle_convert import probe
+from eagle_convert import probe_target
 from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.detect import detect
 from eagle_convert.errors import EagleConvertError
@@ -238,7 +238,7 @@ def test_normalize_measures_the_convention_when_asked(tmp_path: Path) -> None:
 def test_saved_hidden_states_and_the_transformers_oracle(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
-    from eagle_convert.probe import Target
+    from eagle_convert.probe_target import Target
     from fixtures.trained_pair import trained_pair
 
     pair = trained_pair()
@@ -291,7 +291,7 @@ def test_prompts_go_through_the_targets_chat_template() -> None:
 
 def test_kv_cached_generation_matches_the_streaming_forward(random_target: Path) -> None:
     """Greedy tokens and captured states of the KV-cached decoder equal a full forward over the finished text."""
-    from eagle_convert.probe import Target
+    from eagle_convert.probe_target import Target
     from eagle_convert.reference.llama_decode import generate_greedy
 
     target = Target(random_target)
@@ -369,7 +369,7 @@ def test_sign_test() -> None:
 
 def test_generation_packs_prompts_exactly(random_target: Path) -> None:
     """Generating for several prompts in packed passes gives each prompt what generating it alone gives."""
-    from eagle_convert.probe import Target
+    from eagle_convert.probe_target import Target
 
     target = Target(random_target)
     prompts = [[5], [17, 3, 250], [99, 1]]
@@ -385,7 +385,7 @@ def test_generation_packs_prompts_exactly(random_target: Path) -> None:
 
 def test_probe_reports_progress_device_and_dtype(clean: Path, random_target: Path) -> None:
     seen: dict[str, list[tuple[int, int]]] = {}
-    probe._TEXTS.clear()  # an earlier test generated this text: generate it again
+    probe_target._TEXTS.clear()  # an earlier test generated this text: generate it again
     result = run_probe(
         clean,
         random_target,

@@ -29,6 +29,7 @@ from eagle_convert.verify_report import VerifyFinding
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
     from eagle_convert.compute import Compute
     from eagle_convert.detect import DraftSpec
+    from eagle_convert.probe import EngineRunPrediction
 
 __all__ = [
     "RUNNERS",
@@ -109,7 +110,7 @@ def fed_hidden_states(
     from safetensors.torch import load_file
 
     from eagle_convert.compute import CPU_FLOAT32
-    from eagle_convert.probe import Target
+    from eagle_convert.probe_target import Target, nearest_boundaries
 
     if all(o.capture_path is None for o in observations):
         return [[] for _ in observations]
@@ -125,12 +126,7 @@ def fed_hidden_states(
         if ids not in boundaries:
             run = reference.run(saved["token_ids"], capture=range(reference.num_layers + 1))
             boundaries[ids] = {j: h.float().cpu() for j, h in run.hidden.items()}
-        matches = []
-        for k, state in enumerate(saved["hidden_states"].float()):
-            errors = {j: float((state - h).norm() / h.norm().clamp_min(1e-12)) for j, h in boundaries[ids].items()}
-            best = min(errors, key=lambda j: errors[j])
-            matches.append({"state": k, "boundary": best, "relative_error": round(errors[best], 6)})
-        out.append(matches)
+        out.append(nearest_boundaries(saved["hidden_states"].float(), boundaries[ids]))
     return out
 
 
@@ -176,6 +172,9 @@ def engine_findings(
     with scratch_dir() as tmp:
         (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
         run = engine_run(target, observation, compute)
+    same_text = predict(draft, target, prompts, settings, compute)
+    run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
+    run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
     out: list[VerifyFinding] = []
     trained, fed = _trained(spec, probe), run["hidden_states"]
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
@@ -191,7 +190,10 @@ def engine_findings(
                 actual=fed,
             )
         )
-    predicted = _probe_prediction(probe)
+    predicted = run["probe_acceptance_length"]
+    where = "on the same text"
+    if predicted is None:
+        predicted, where = _probe_prediction(probe), "on its own text"
     measured = run["mean_acceptance_length"]
     if (
         predicted is not None
@@ -204,8 +206,8 @@ def engine_findings(
                 "EC722",
                 "warning",
                 f"{run['engine']} measured a mean acceptance length of {measured:.2f} over {run['drafts']} drafts; the "
-                f"probe predicts {predicted:.2f} for the configured reading: the engine runs the draft differently "
-                "from the reference",
+                f"probe predicts {predicted:.2f} for the configured reading {where}: the engine runs the draft "
+                "differently from the reference",
                 None,
                 None,
                 expected=predicted,
@@ -213,6 +215,23 @@ def engine_findings(
             )
         )
     return out, run
+
+
+def predict(
+    draft: Path, target: Path, prompts: list[list[int]], settings: EngineSettings, compute: Compute | None = None
+) -> EngineRunPrediction | None:
+    """The probe's acceptance for the engine's run (same prompts, tokens and draft length), or None when the
+    reference forward cannot run this draft (the target level has said why)."""
+    from eagle_convert.compute import CPU_FLOAT32
+    from eagle_convert.errors import EagleConvertError
+    from eagle_convert.probe import predict_engine_run
+
+    try:
+        return predict_engine_run(
+            draft, target, prompts, settings.new_tokens, steps=settings.steps, compute=compute or CPU_FLOAT32
+        )
+    except EagleConvertError:
+        return None
 
 
 def _trained(spec: DraftSpec, probe: dict[str, Any] | None) -> list[int] | None:
