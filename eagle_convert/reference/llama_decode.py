@@ -41,10 +41,16 @@ class Generated:
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, hd: int) -> torch.Tensor:
-    """``q`` [B, nh, S, hd] against ``k``/``v`` [B, nh, L, hd] with ``mask`` [B, S, L] (True = may attend)."""
-    scores = (q @ k.transpose(-1, -2)) * hd**-0.5  # [B, nh, S, L]
-    scores = scores.masked_fill(~mask[:, None], -math.inf)
-    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v  # [B, nh, S, hd]
+    """``q`` [B, nh, S, hd] against the cache ``k``/``v`` [B, nkv, L, hd] (each KV head serves nh / nkv query heads)
+    with ``mask`` [B, S, L] (True = may attend)."""
+    b, nh, s, _ = q.shape
+    nkv, length = k.shape[1], k.shape[2]
+    g = nh // nkv
+    q = q.reshape(b, nkv, g * s, hd)  # a KV head's query heads side by side
+    scores = (q @ k.transpose(-1, -2)) * hd**-0.5  # [B, nkv, g*S, L]
+    scores = scores.view(b, nkv, g, s, length).masked_fill(~mask[:, None, None], -math.inf)
+    out = torch.softmax(scores.float(), dim=-1).to(q.dtype).view(b, nkv, g * s, length) @ v  # [B, nkv, g*S, hd]
+    return out.view(b, nh, s, hd)
 
 
 @torch.no_grad()
@@ -72,24 +78,32 @@ def generate_greedy(
 
     width = max(len(p) for p in prompts)
     pad = [width - len(p) for p in prompts]
+    # Fixed-size buffers for what grows with the text (the cache, the captured states), written in place, and
+    # attention that never copies the cache per query head: a tensor grown by a token each step is a new size each
+    # step, and the allocator's heap fragments (6 GB resident for 400 MB of captured states on SmolLM2).
+    total = width + max(new_tokens - 1, 0)  # positions the target runs: the prompts, then each new token but the last
     ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)], device=device)  # [B, W]
-    valid = torch.tensor([[False] * n + [True] * len(p) for n, p in zip(pad, prompts, strict=True)], device=device)
-    positions = (valid.long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]
-    keys: list[torch.Tensor | None] = [None] * n_layers
-    values: list[torch.Tensor | None] = [None] * n_layers
-    kept: dict[int, list[torch.Tensor]] = {j: [] for j in wanted}
+    valid = torch.ones(b, total, dtype=torch.bool, device=device)  # [B, L]: padding slots are never attended to
+    for row, n in enumerate(pad):
+        valid[row, :n] = False
+    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]
+    slots = torch.arange(total, device=device)
+    keys = [torch.zeros(b, nkv, total, hd, device=device, dtype=dtype) for _ in range(n_layers)]
+    values = [torch.zeros(b, nkv, total, hd, device=device, dtype=dtype) for _ in range(n_layers)]
+    kept = {j: torch.zeros(b, total, cfg.hidden_size, device=device, dtype=dtype) for j in wanted}
     tokens: list[torch.Tensor] = []
+    past = 0
     for step in range(new_tokens):
         s = ids.shape[1]
         cos, sin = rope_cos_sin(cfg, positions.reshape(-1), device, dtype)  # [B*S, hd]
-        causal = torch.ones(s, s, dtype=torch.bool, device=device).tril()
-        past = 0 if keys[0] is None else keys[0].shape[2]
-        own = causal.expand(b, s, s) & (valid[:, None, past:] | torch.eye(s, dtype=torch.bool, device=device))
-        mask = torch.cat([valid[:, None, :past].expand(b, s, past), own], -1)  # [B, S, L]: padding sees itself only
+        seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
+        here, filled = slots[past:seen], slots[:seen]
+        # causal over the valid slots; a padding slot sees itself only
+        mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
         x = table[ids]  # [B, S, H]
         for i in range(n_layers):
             if i in kept:
-                kept[i].append(x)
+                kept[i][:, past : past + s] = x
             w = layers[i]
             y = rms_norm(x, w["input_layernorm.weight"], cfg.rms_norm_eps).reshape(b * s, -1)
             q = _linear(y, w, "self_attn.q_proj").view(b * s, nh, hd)
@@ -99,30 +113,27 @@ def generate_greedy(
                 q = rms_norm(q, w["self_attn.q_norm.weight"], cfg.rms_norm_eps)
                 k = rms_norm(k, w["self_attn.k_norm.weight"], cfg.rms_norm_eps)
             q = apply_rope(q, cos, sin).view(b, s, nh, hd).transpose(1, 2)  # [B, nh, S, hd]
-            k = apply_rope(k, cos, sin).view(b, s, nkv, hd).transpose(1, 2)  # [B, nkv, S, hd]
-            cached_k, cached_v = keys[i], values[i]
-            keys[i] = k if cached_k is None else torch.cat([cached_k, k], dim=2)
-            values[i] = v if cached_v is None else torch.cat([cached_v, v], dim=2)
-            k_all = keys[i].repeat_interleave(nh // nkv, dim=1)  # type: ignore[union-attr]
-            v_all = values[i].repeat_interleave(nh // nkv, dim=1)  # type: ignore[union-attr]
-            out = _attend(q, k_all, v_all, mask, hd).transpose(1, 2).reshape(b * s, nh * hd)  # [B*S, nh*hd]
+            keys[i][:, :, past : past + s] = apply_rope(k, cos, sin).view(b, s, nkv, hd).transpose(1, 2)
+            values[i][:, :, past : past + s] = v
+            k_used, v_used = keys[i][:, :, :seen], values[i][:, :, :seen]
+            out = _attend(q, k_used, v_used, mask, hd).transpose(1, 2).reshape(b * s, nh * hd)  # [B*S, nh*hd]
             h = x.reshape(b * s, -1) + _linear(out, w, "self_attn.o_proj")
             z = rms_norm(h, w["post_attention_layernorm.weight"], cfg.rms_norm_eps)
             h = h + (sparse_mlp(cfg, z, w, experts[i]) if "mlp.gate.weight" in w else mlp(z, w))
             x = h.view(b, s, -1)
         if n_layers in kept:
-            kept[n_layers].append(x)
+            kept[n_layers][:, past : past + s] = x
+        past += s
         last = rms_norm(x[:, -1], norm, cfg.rms_norm_eps)  # [B, H]
         ids = F.linear(last, head).argmax(-1, keepdim=True)  # [B, 1]
         tokens.append(ids.cpu())
-        valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool, device=device)], dim=-1)
         positions = positions[:, -1:] + 1
         if on_step is not None:
             on_step(step)
         if eos is not None and all(eos in t for t in torch.cat(tokens, dim=-1).tolist()):
             break
     new = torch.cat(tokens, dim=-1).tolist()  # [B, steps run]
-    stacked = {j: torch.cat(kept[j], dim=1) for j in wanted}  # [B, W + steps - 1, H]
+    stacked = {j: kept[j][:, :past] for j in wanted}  # [B, W + steps - 1, H]
     sequences, hidden = [], []
     for row, (p, cont) in enumerate(zip(prompts, new, strict=True)):
         cont = cont[: cont.index(eos) + 1] if eos is not None and eos in cont else cont
