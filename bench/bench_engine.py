@@ -6,16 +6,17 @@
 The pair is fixtures/engine_pair.py (SmolLM2-135M-Instruct and its EAGLE3 draft). Two runs of the CLI, each in its
 own process, as a user runs them:
 
-* ``--level target``: every lower level plus the probe (the target's own sampled text, 8 seeded prompts x 31
-  tokens, reference models in float32 on the CPU);
+* ``--level target``: every lower level plus the default probe (the target's greedy text from its default prompts,
+  at least 4,096 positions, reference models in float32 on the CPU);
 * ``--level engine``: the same, plus vLLM (the engine environment's Python, a child process) generating greedily
-  from the same 8 prompts, ``--tokens`` new tokens each, with the draft and then the target alone.
+  from the first 8 of those prompts, ``--tokens`` new tokens each, with the draft and then the target alone, and
+  the probe on that same run.
 
 Reports wall time of each, the engine run's own load and generation times, and peak resident memory: of the
 eagle-convert process (probe and reference matching) and of the engine process (from the report).
 
 ``--variants`` instead runs every config variant of the conformance test (fixtures/engine_pair.py) in one engine
-process on the probe's 8 seeded prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
+process on the same 8 prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
 built and the acceptance it measured.
 """
 
@@ -105,7 +106,8 @@ def main() -> int:
           f"capture, the target alone and the matching), engine peak RSS {run['peak_rss_mib']:.0f} MiB")  # fmt: skip
     rate = run["tokens"] / run["generate_s"] if run["generate_s"] else 0.0
     print(f"engine: {rate:.1f} tokens/s with the draft, mean acceptance length {run['mean_acceptance_length']:.3f}, "
-          f"probe (configured reading) {probe['rows'][0]['acceptance_length']:.3f}; engine / probe time "
+          f"probe on the same run {run['probe_acceptance_length']:.3f}, probe on its own text "
+          f"{probe['rows'][0]['acceptance_length']:.3f}; engine / probe time "
           f"{engine_wall / probe_wall:.2f}")  # fmt: skip
     return 0
 

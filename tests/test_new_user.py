@@ -342,6 +342,18 @@ def test_push_dry_run_prints_the_exact_card(capsys: pytest.CaptureFixture[str], 
     )
 
 
+def test_push_takes_the_engine_releases_verify_takes(capsys: pytest.CaptureFixture[str], clean: Path, fx: Path) -> None:
+    """push --engine is verify's --engine: releases, comma lists and all; an unknown release is a usage error."""
+    target = str(fx / "targets" / "target-llama")
+    for spec in ("vllm@0.33-v1", "sglang@0.5.23,vllm@0.28", "all", "both"):
+        code, out, err = cli(
+            capsys, "push", str(clean), "owner/draft", "--target", target, "--engine", spec, "--dry-run"
+        )
+        assert code == 0 and "--- README.md ---" in out, (spec, err)
+    code, _, err = cli(capsys, "push", str(clean), "owner/draft", "--engine", "vllm@9.9", "--dry-run")
+    assert code == 2 and "vllm@9.9" in err and "Traceback" not in err
+
+
 def test_the_demo_shows_the_training_progress(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """scripts/demo passes a log to trained_pair: the first run's minutes of training print a line every 100 steps."""
     from fixtures import trained_pair as tp

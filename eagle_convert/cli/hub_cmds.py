@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.verify_cmd import Engine, FailLevel, Level
+from eagle_convert.cli.verify_cmd import ENGINES_HELP, FailLevel, Level
 
 TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
 
@@ -41,7 +41,7 @@ def push(
     repo: str = typer.Argument(..., metavar="REPO", help="owner/name"),
     target: Path | None = typer.Option(None, "--target", metavar="PATH", help="Target model dir or config.json."),
     base_model: str | None = typer.Option(None, "--base-model", help="The target's Hub id, for the card's metadata."),
-    engine: Engine = typer.Option(Engine.both, "--engine", help="Engine(s) verify checks for."),
+    engine: str = typer.Option("both", "--engine", metavar="ENGINES", help=ENGINES_HELP),
     level: Level = typer.Option(Level.static, "--level", help="verify level that must pass."),
     fail_level: FailLevel = typer.Option(FailLevel.error, "--fail-level", help="Lowest severity that blocks."),
     strict: bool = typer.Option(False, "--strict", help="verify --strict."),
@@ -64,7 +64,7 @@ def push(
         repo,
         target=target,
         base_model=base_model,
-        engine=engine.value,
+        engine=engine,
         level=level.value,
         fail_level=fail_level.value,
         strict=strict,

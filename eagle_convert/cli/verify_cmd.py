@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from eagle_convert.verify_report import VerifyReport
 
 
-class Engine(StrEnum):
-    sglang = "sglang"
-    vllm = "vllm"
-    both = "both"
+ENGINES_HELP = (
+    "Engine releases the draft must load right in: sglang, vllm (newest modelled), name@release (e.g. vllm@0.33-v1), "
+    "comma lists, all, or both [both]. `eagle-convert engines` lists them."
+)
 
 
 class Level(StrEnum):
@@ -74,9 +74,7 @@ def verify(
         None,
         "--engine",
         metavar="ENGINES",
-        help="Engine releases the draft must load right in: sglang, vllm (newest modelled), name@release "
-        "(e.g. vllm@0.33-v1), comma lists, all, or both [both]. `eagle-convert engines` lists them. --level engine "
-        "runs SGLang when only SGLang releases are selected, else vLLM.",
+        help=f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
     ),
     level: Level = typer.Option(
         Level.static,
