@@ -442,6 +442,14 @@ _RULES = (
         "configured reading on the same run (same prompts, text and draft length; the probe's own text when the "
         "reference forward cannot run the draft): the engine runs the draft differently from the reference.",
     ),
+    Rule(
+        "EC723",
+        "engine-output-changed",
+        "warning",
+        "Greedy speculative decoding in the engine produced text other than the target alone on the same prompts: "
+        "speculation must never change greedy output (a near-tie flipped by the verification pass's numerics can, "
+        "in bfloat16; in float32 it points at the engine or the draft's integration).",
+    ),
 )
 
 # Rules that read tensor values (verify --level tensors).
@@ -470,7 +478,7 @@ _LEVEL_OF = {
     **dict.fromkeys(_TENSOR_LEVEL, "tensors"),
     **dict.fromkeys(("EC701", "EC702"), "forward"),
     **dict.fromkeys(("EC711", "EC712", "EC713", "EC714", "EC715", "EC716"), "target"),
-    **dict.fromkeys(("EC721", "EC722"), "engine"),
+    **dict.fromkeys(("EC721", "EC722", "EC723"), "engine"),
 }
 _NORMALIZE = "run `eagle-convert normalize SRC OUT"  # the fix texts close the backquote after their flags
 # What to do about a finding, per rule; rules fixed by normalize get the normalize line when not listed here.

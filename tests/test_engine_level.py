@@ -94,9 +94,36 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     assert run["probe_same_text"] is (True if same_run else None)
 
 
+def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Greedy output that speculation changed: which prompts, and where they first differ (a made-up observation)."""
+    import eagle_convert.engine_level as engine_level
+    from eagle_convert.checkpoint import open_checkpoint
+    from eagle_convert.detect import detect
+    from eagle_convert.engine_level.base import EngineObservation
+
+    draft = fx / "layouts" / "specforge-mha"
+    outputs, alone = [[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[1, 2, 3], [4, 0, 6], [7, 8, 9]]
+    seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 10, 30, 5, [5, 0, 0], outputs, alone,
+                             None, 1.0, 1.0, 100.0)  # fmt: skip
+    monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
+    monkeypatch.setattr(engine_level, "predict", lambda *args: None)
+    settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]] * 3)
+    spec = detect(open_checkpoint(draft))
+    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
+                                              None)  # fmt: skip
+    assert run["lossless"] is False
+    (finding,) = found
+    assert finding.rule_id == "EC723" and "1 of 3 prompts" in finding.message
+    assert "prompt 1 at new token 1" in finding.message
+    seen.baseline_outputs[1][1] = 5  # type: ignore[index]
+    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
+                                              None)  # fmt: skip
+    assert found == [] and run["lossless"] is True
+
+
 def test_engine_rules_run_at_the_engine_level() -> None:
-    assert RULES["EC721"].level == RULES["EC722"].level == "engine"
-    assert list(RULES)[-2:] == ["EC721", "EC722"]  # new ids are appended, never inserted
+    assert RULES["EC721"].level == RULES["EC722"].level == RULES["EC723"].level == "engine"
+    assert list(RULES)[-3:] == ["EC721", "EC722", "EC723"]  # new ids are appended, never inserted
 
 
 # ------------------------------------------------------------------------------------------------ the real engine

@@ -214,7 +214,34 @@ def engine_findings(
                 actual=measured,
             )
         )
+    changed = _first_differences(observation.outputs, observation.baseline_outputs)
+    if changed and enabled("EC723"):
+        first = ", ".join(f"prompt {i} at new token {t}" for i, t in changed[:3])
+        out.append(
+            VerifyFinding(
+                "EC723",
+                "warning",
+                f"{run['engine']} {run['version']} with the draft generated other greedy text than the target alone on "
+                f"{len(changed)} of {len(observation.outputs)} prompts (first difference: {first})",
+                None,
+                None,
+                expected=len(observation.outputs),
+                actual=len(observation.outputs) - len(changed),
+            )
+        )
     return out, run
+
+
+def _first_differences(outputs: list[list[int]], baseline: list[list[int]] | None) -> list[tuple[int, int]]:
+    """(prompt, first new token that differs) for each prompt whose output differs from the target alone's."""
+    if baseline is None:
+        return []
+    out = []
+    for i, (a, b) in enumerate(zip(outputs, baseline, strict=True)):
+        if a != b:
+            first = (t for t, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+            out.append((i, next(first, min(len(a), len(b)))))  # or where the shorter one ends
+    return out
 
 
 def predict(
