@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.generate import write_specs
 from fixtures.layouts import LAYOUTS
 from fixtures.tensors import Spec, write_json

@@ -32,15 +32,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_reference import _cpu
-from eagle_convert import probe, probe_target, probe_text
+from eagle_convert.probe import run as probe
+from eagle_convert.probe import target as probe_target
+from eagle_convert.probe import text as probe_text
 from eagle_convert.reference.llama_decode import generate_greedy
 from fixtures.smollm2_pair import smollm2_pair
 
 _DECODE_CHILD = """
 import importlib.util, json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
-from eagle_convert import probe_target
-from eagle_convert.probe_text import ROUND, NEW_TOKENS, prompt_pool
+from eagle_convert.probe import target as probe_target
+from eagle_convert.probe.text import ROUND, NEW_TOKENS, prompt_pool
 from fixtures.smollm2_pair import smollm2_pair
 spec = importlib.util.spec_from_file_location("decode_under_test", sys.argv[1])
 module = importlib.util.module_from_spec(spec)

@@ -51,7 +51,7 @@ def worker(label: str, directory: Path, tokens: int, times: Path) -> None:
         with torch.no_grad():
             model(ids[None], output_hidden_states=True)
     else:
-        from eagle_convert.aux_layers import default_hidden_states
+        from eagle_convert.draft.aux_layers import default_hidden_states
         from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
 
         config = LlamaConfig.from_hf(raw)

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inspect import build
 from bench_normalize import measure
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.big import write_big_checkpoint
 
 

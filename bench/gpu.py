@@ -23,9 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eagle_convert.aux_layers import default_hidden_states
+from eagle_convert.draft.aux_layers import default_hidden_states
 from eagle_convert.errors import ConfigError
-from eagle_convert.jsonstrict import load_json_object
+from eagle_convert.read.jsonstrict import load_json_object
 from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
 from fixtures.smollm2 import smollm2_checkpoint
 
@@ -76,8 +76,8 @@ RUNS = (("cpu", "float32"), ("cuda", "float32"), ("cuda", "bfloat16"))
 def probe_on(runs: tuple[tuple[str, str], ...]) -> bool:
     """The trained pair's probe on each (device, dtype), against the first run: same best reading, top-1 within 2
     points in float32 and 5 points in bfloat16."""
-    from eagle_convert.compute import resolve
-    from eagle_convert.probe import run_probe
+    from eagle_convert.probe.run import run_probe
+    from eagle_convert.reference.compute import resolve
     from fixtures.trained_pair import trained_pair
 
     pair = trained_pair()

@@ -14,7 +14,7 @@ def __getattr__(name: str) -> object:
 
         return inspect_checkpoint
     if name == "open_checkpoint":
-        from eagle_convert.checkpoint import open_checkpoint
+        from eagle_convert.read.checkpoint import open_checkpoint
 
         return open_checkpoint
     raise AttributeError(name)

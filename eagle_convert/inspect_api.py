@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.checks import null_typed_fields
-from eagle_convert.config import TargetConfig
-from eagle_convert.detect import DraftSpec, detect
+from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.draft.layouts import split_name
 from eagle_convert.engines import resolve_engines
-from eagle_convert.findings import Finding
-from eagle_convert.hub import open_source
-from eagle_convert.layouts import split_name
-from eagle_convert.rules import finding, fix_fields
-from eagle_convert.truth import engines_json, gate_findings, views
+from eagle_convert.read.checkpoint import Checkpoint
+from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.hub_store import open_source
+from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding, fix_fields
+from eagle_convert.verify.gate_join import engines_json, gate_findings, views
+from eagle_convert.verify.static import null_typed_fields
 
 SCHEMA_VERSION = 1
 

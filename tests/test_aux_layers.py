@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle_convert.aux_layers import (
+from eagle_convert.draft.aux_layers import (
     ConventionInputs,
     convert_ids,
     decide_convention,

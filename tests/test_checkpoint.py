@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.errors import (
     ConfigError,
     HeaderError,
@@ -17,6 +16,7 @@ from eagle_convert.errors import (
     ShardIndexError,
     UnsafePathError,
 )
+from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.generate import MALFORMED, write_layout, write_malformed
 from fixtures.layouts import LAYOUTS
 

@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.layouts import INPUT_TO_IDS, LAYOUTS, OUTPUT_OF_IDS
 
 ROOT = Path(__file__).resolve().parent.parent

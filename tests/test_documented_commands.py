@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.normalize import normalize_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
 from tests.conftest import ROOT
 from tests.hubserver import FakeHub
 

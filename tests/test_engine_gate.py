@@ -9,8 +9,8 @@ import pytest
 
 from eagle_convert.errors import NormalizeRefused
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import (
     CANONICAL,
     CANONICAL_31,

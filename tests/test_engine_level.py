@@ -19,7 +19,7 @@ import pytest
 from eagle_convert.engine_level import base
 from eagle_convert.engine_level.base import EngineNotInstalledError, acceptance, engine_python
 from eagle_convert.engines import engine_view, release_for_installed
-from eagle_convert.rules import RULES
+from eagle_convert.rules.registry import RULES
 from tests.conftest import ROOT, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
@@ -68,10 +68,10 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     predicts 1.60 for the configured reading, on the engine's own run when the reference can run the draft, else in
     its table; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
     import eagle_convert.engine_level as engine_level
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.detect import detect
+    from eagle_convert.draft.detect import detect
     from eagle_convert.engine_level.base import EngineObservation
-    from eagle_convert.probe import EngineRunPrediction
+    from eagle_convert.probe.run import EngineRunPrediction
+    from eagle_convert.read.checkpoint import open_checkpoint
 
     draft = fx / "layouts" / "specforge-mha"
     seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 100, 300, accepted, [accepted, 0, 0],
@@ -97,9 +97,9 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
 def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Greedy output that speculation changed: which prompts, and where they first differ (a made-up observation)."""
     import eagle_convert.engine_level as engine_level
-    from eagle_convert.checkpoint import open_checkpoint
-    from eagle_convert.detect import detect
+    from eagle_convert.draft.detect import detect
     from eagle_convert.engine_level.base import EngineObservation
+    from eagle_convert.read.checkpoint import open_checkpoint
 
     draft = fx / "layouts" / "specforge-mha"
     outputs, alone = [[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[1, 2, 3], [4, 0, 6], [7, 8, 9]]
@@ -310,7 +310,7 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
     """The probe's acceptance length for the configured reading against vLLM's own counters, on the same run: the
     8 default engine prompts, 128 new tokens each, 3 draft tokens per step, the trained SmolLM2 draft as trained."""
     from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
-    from eagle_convert.probe import predict_engine_run
+    from eagle_convert.probe.run import predict_engine_run
     from fixtures.engine_pair import engine_pair
 
     python = _engine_or_skip()

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 
-from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.safetensors_header import DTYPE_BITS, read_header
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.read.safetensors_header import DTYPE_BITS, read_header
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
 

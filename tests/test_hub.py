@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.errors import EagleConvertError, HeaderError, UnsafePathError
+from eagle_convert.hub.publish import GateFailed, pull_checkpoint, push_checkpoint
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.publish import GateFailed, pull_checkpoint, push_checkpoint
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS

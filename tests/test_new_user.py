@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from eagle_convert import console
 from eagle_convert.cli.main import main
-from eagle_convert.hub import parse_repo_ref
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.publish import push_checkpoint
-from eagle_convert.rules import FIXED_BY_NORMALIZE, RULES
+from eagle_convert.hub.publish import push_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.render import console
+from eagle_convert.rules.registry import FIXED_BY_NORMALIZE, RULES
 from tests.conftest import ROOT
 
 VERIFY_SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))

@@ -12,11 +12,11 @@ import torch
 from jsonschema import Draft202012Validator
 from safetensors.torch import load_file
 
-from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.engines import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from eagle_convert.errors import InputError
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.normalize import NormalizeRefused, normalize_checkpoint
+from eagle_convert.normalize.plan import NormalizeRefused, normalize_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
 from tests.conftest import ROOT, run_cli
@@ -282,7 +282,7 @@ def test_output_that_reads_differently_is_never_committed(
     fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pre-commit re-read catches a config that would select other hidden states (here: ids off by one)."""
-    from eagle_convert import profiles
+    from eagle_convert.normalize import profiles
 
     original = profiles.PROFILES["portable"]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.checkpoint import open_checkpoint
 from eagle_convert.errors import DiskFullError
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.normalize import normalize_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.big import write_big_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS

@@ -9,14 +9,14 @@ import pytest
 import torch
 from jsonschema import Draft202012Validator
 
-from eagle_convert import probe_target
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.detect import detect
+from eagle_convert.draft.detect import detect
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.probe import _draft_config, _draft_state, readings, run_probe
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.probe import target as probe_target
+from eagle_convert.probe.run import _draft_config, _draft_state, readings, run_probe
+from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.reference import eagle3_draft
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS, TARGETS
@@ -238,7 +238,7 @@ def test_normalize_measures_the_convention_when_asked(tmp_path: Path) -> None:
 def test_saved_hidden_states_and_the_transformers_oracle(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
-    from eagle_convert.probe_target import Target
+    from eagle_convert.probe.target import Target
     from fixtures.trained_pair import trained_pair
 
     pair = trained_pair()
@@ -276,7 +276,7 @@ def test_prompts_go_through_the_targets_chat_template() -> None:
     pytest.importorskip("tokenizers")
     from transformers import AutoTokenizer
 
-    from eagle_convert.probe_text import DEFAULT_PROMPTS, prompt_pool
+    from eagle_convert.probe.text import DEFAULT_PROMPTS, prompt_pool
     from fixtures.smollm2 import smollm2_checkpoint
 
     target = smollm2_checkpoint()
@@ -291,7 +291,7 @@ def test_prompts_go_through_the_targets_chat_template() -> None:
 
 def test_kv_cached_generation_matches_the_streaming_forward(random_target: Path) -> None:
     """Greedy tokens and captured states of the KV-cached decoder equal a full forward over the finished text."""
-    from eagle_convert.probe_target import Target
+    from eagle_convert.probe.target import Target
     from eagle_convert.reference.llama_decode import generate_greedy
 
     target = Target(random_target)
@@ -307,7 +307,7 @@ def test_kv_cached_generation_matches_the_streaming_forward(random_target: Path)
 def test_engine_acceptance_counts_cycles() -> None:
     """vLLM's definitions: mean acceptance length 1 + accepted/drafts, per-position rates; cycles skip what they
     accepted plus the target's own token."""
-    from eagle_convert.probe_stats import Cycles, simulate
+    from eagle_convert.probe.stats import Cycles, simulate
 
     accepted = torch.tensor([2, 0, 0, 3, 1, 0, 0, 0, 1, 0])
     cycles = simulate(accepted, 0, 8)  # rows 0, 3 (after 2 + 1), 7 (after 3 + 1); row 8 is past the stop
@@ -317,7 +317,7 @@ def test_engine_acceptance_counts_cycles() -> None:
 
 
 def test_paired_verdicts_and_positions_needed() -> None:
-    from eagle_convert.probe_stats import compare
+    from eagle_convert.probe.stats import compare
 
     n = 4000
     base = torch.zeros(n, dtype=torch.bool)
@@ -359,7 +359,7 @@ def test_probe_ranks_the_trained_convention_first_with_a_clear_margin() -> None:
 
 
 def test_sign_test() -> None:
-    from eagle_convert.probe import sign_test
+    from eagle_convert.probe.run import sign_test
 
     assert sign_test(0, 0) == 1.0 and sign_test(5, 5) == 1.0
     assert sign_test(0, 10) == pytest.approx(2 / 1024) == sign_test(10, 0)
@@ -369,7 +369,7 @@ def test_sign_test() -> None:
 
 def test_generation_packs_prompts_exactly(random_target: Path) -> None:
     """Generating for several prompts in packed passes gives each prompt what generating it alone gives."""
-    from eagle_convert.probe_target import Target
+    from eagle_convert.probe.target import Target
 
     target = Target(random_target)
     prompts = [[5], [17, 3, 250], [99, 1]]
@@ -402,7 +402,7 @@ def test_probe_reports_progress_device_and_dtype(clean: Path, random_target: Pat
 @pytest.mark.slow
 def test_bfloat16_probe_agrees_with_float32() -> None:
     """The probe in bfloat16 (on the CPU here) reaches the same verdict as in float32 on the trained pair."""
-    from eagle_convert.compute import resolve
+    from eagle_convert.reference.compute import resolve
     from fixtures.trained_pair import trained_pair
 
     pair = trained_pair()
@@ -415,7 +415,7 @@ def test_bfloat16_probe_agrees_with_float32() -> None:
 
 
 def test_device_and_dtype_choices() -> None:
-    from eagle_convert.compute import resolve
+    from eagle_convert.reference.compute import resolve
 
     auto = resolve("auto")
     assert auto.device.type == ("cuda" if torch.cuda.is_available() else "cpu") and auto.dtype == torch.float32

@@ -201,7 +201,7 @@ def test_block_fp8_targets_are_dequantized(tmp_path: Path) -> None:
     dequantized weights; FP8 without the config, or another quantization, is refused."""
     from safetensors.torch import save_file
 
-    from eagle_convert.probe_target import Target
+    from eagle_convert.probe.target import Target
     from eagle_convert.reference.llama import SafetensorsWeights
 
     save_random_target(tiny(), tmp_path / "bf")

@@ -11,9 +11,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from eagle_convert.report_formats import github_annotations, markdown_summary, to_json, to_junit, to_sarif
-from eagle_convert.rules import RULES
-from eagle_convert.verify_report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+from eagle_convert.render.formats import github_annotations, markdown_summary, to_json, to_junit, to_sarif
+from eagle_convert.rules.registry import RULES
+from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
 
 ROOT = Path(__file__).resolve().parent.parent
 SARIF_SCHEMA = json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eagle_convert.findings import SEVERITIES
-from eagle_convert.rules import RULES
+from eagle_convert.rules.finding import SEVERITIES
+from eagle_convert.rules.registry import RULES
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eagle_convert"
 

@@ -10,7 +10,7 @@ import pytest
 from safetensors import safe_open
 
 from eagle_convert.errors import HeaderError
-from eagle_convert.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
+from eagle_convert.read.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
 from fixtures.generate import MALFORMED
 from fixtures.layouts import LAYOUTS
 

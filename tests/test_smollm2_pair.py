@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_convert import probe, probe_target
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.compute import CPU_FLOAT32
-from eagle_convert.detect import detect
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.probe_text import ROUND, prompt_pool
+from eagle_convert.draft.detect import detect
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.probe import run as probe
+from eagle_convert.probe import target as probe_target
+from eagle_convert.probe.text import ROUND, prompt_pool
+from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.reference import eagle3_draft
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.reference.compute import CPU_FLOAT32
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.smollm2_pair import HIDDEN_STATE_INDICES, smollm2_pair
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eagle_convert.inspect_api import inspect_checkpoint
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.trained_pair import Agreement, TrainedPair, agreement, shifted, target_accuracy, trained_pair
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
-from eagle_convert.normalize import normalize_checkpoint
-from eagle_convert.rules import RULES
-from eagle_convert.verify import verify_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.rules.registry import RULES
+from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.layouts import LAYOUTS
 from tests.conftest import ROOT, run_cli, run_cli_without_torch

@@ -20,10 +20,10 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from eagle_convert.checkpoint import INDEX_NAME, open_checkpoint
 from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UnsafePathError, UsageError
-from eagle_convert.safetensors_header import TensorInfo, build_header
-from eagle_convert.writer import ShardPlan, TensorSource, WriteResult, write_checkpoint
+from eagle_convert.normalize.writer import ShardPlan, TensorSource, WriteResult, write_checkpoint
+from eagle_convert.read.checkpoint import INDEX_NAME, open_checkpoint
+from eagle_convert.read.safetensors_header import TensorInfo, build_header
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
 
@@ -511,8 +511,8 @@ KILL_SCRIPT = """
 import sys
 from pathlib import Path
 
-from eagle_convert.checkpoint import open_checkpoint
-from eagle_convert.writer import ShardPlan, TensorSource, write_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.normalize.writer import ShardPlan, TensorSource, write_checkpoint
 
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 tensors = sorted(open_checkpoint(src).tensors.values(), key=lambda t: (t.shard, t.start))

@@ -76,7 +76,7 @@ def render_cli_markdown() -> str:
 
 
 def render_rules_markdown() -> str:
-    from eagle_convert.rules import LEVELS, RULES
+    from eagle_convert.rules.registry import LEVELS, RULES
 
     lines = [
         "# Rules",

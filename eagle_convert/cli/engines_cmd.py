@@ -15,9 +15,9 @@ def engines(
     from rich.table import Table
     from rich.text import Text
 
-    from eagle_convert.console import stdout_console
     from eagle_convert.engines import RELEASES, resolve_engines
-    from eagle_convert.json_output import write_json_value
+    from eagle_convert.render.console import stdout_console
+    from eagle_convert.render.json_output import write_json_value
 
     chosen = resolve_engines(release) if release else list(RELEASES.values())
     docs = [

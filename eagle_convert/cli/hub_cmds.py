@@ -23,8 +23,8 @@ def pull(
     as_json: bool = typer.Option(False, "--json", help="Write the file list (with sha256) as JSON."),
 ) -> None:
     """Download only what a draft needs, check sizes and sha256 against the Hub, then validate it."""
-    from eagle_convert.json_output import write_json
-    from eagle_convert.publish import pull_checkpoint
+    from eagle_convert.hub.publish import pull_checkpoint
+    from eagle_convert.render.json_output import write_json
 
     report = pull_checkpoint(repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force)
     if as_json:
@@ -56,8 +56,8 @@ def push(
     as_json: bool = typer.Option(False, "--json", help="Write the push report as JSON."),
 ) -> None:
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
-    from eagle_convert.json_output import write_json
-    from eagle_convert.publish import push_checkpoint
+    from eagle_convert.hub.publish import push_checkpoint
+    from eagle_convert.render.json_output import write_json
 
     report = push_checkpoint(
         directory,

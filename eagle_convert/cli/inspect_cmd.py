@@ -39,14 +39,14 @@ def inspect(
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
     from eagle_convert.inspect_api import inspect_checkpoint
-    from eagle_convert.json_output import json_errors, write_json
+    from eagle_convert.render.json_output import json_errors, write_json
 
     with json_errors(as_json, "inspect", path):
         report = inspect_checkpoint(str(path), target, aux_convention.value if aux_convention else None, token)
     if as_json:
         write_json(report.to_dict())
         return
-    from eagle_convert.console import render_inspect, stdout_console  # rich: only for people
+    from eagle_convert.render.console import render_inspect, stdout_console  # rich: only for people
 
     render_inspect(report, stdout_console())
 

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _render_error(message: str, hint: str | None) -> None:
-    from eagle_convert.console import render_error  # imported on error only: a --json run never loads rich
+    from eagle_convert.render.console import render_error  # imported on error only: a --json run never loads rich
 
     render_error(message, hint)
 

@@ -109,10 +109,10 @@ def normalize(
     ),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
-    from eagle_convert.console import progress_bar, render_normalize, stdout_console
-    from eagle_convert.json_output import json_errors, write_json
-    from eagle_convert.normalize import normalize_checkpoint
-    from eagle_convert.probe_text import read_prompts, read_token_ids
+    from eagle_convert.normalize.plan import normalize_checkpoint
+    from eagle_convert.probe.text import read_prompts, read_token_ids
+    from eagle_convert.render.console import progress_bar, render_normalize, stdout_console
+    from eagle_convert.render.json_output import json_errors, write_json
 
     limit = parse_size(max_shard_size) if max_shard_size else None
     with (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from eagle_convert.rules import Rule
+    from eagle_convert.rules.registry import Rule
 
 
 def rules(
@@ -23,9 +23,9 @@ def rules(
     from rich.table import Table
     from rich.text import Text
 
-    from eagle_convert.console import stdout_console
-    from eagle_convert.json_output import write_json_value
-    from eagle_convert.rules import RULES, find_rule
+    from eagle_convert.render.console import stdout_console
+    from eagle_convert.render.json_output import write_json_value
+    from eagle_convert.rules.registry import RULES, find_rule
 
     chosen = [find_rule(c) for c in codes] if codes else list(RULES.values())
     if as_json:
@@ -50,8 +50,8 @@ def rule(
     """Explain one rule: what it means, its severity and level, and how to fix a finding."""
     from dataclasses import asdict
 
-    from eagle_convert.json_output import write_json_value
-    from eagle_convert.rules import find_rule
+    from eagle_convert.render.json_output import write_json_value
+    from eagle_convert.rules.registry import find_rule
 
     found = find_rule(code)
     if as_json:

@@ -16,7 +16,7 @@ from eagle_convert.cli.inspect_cmd import AuxConvention
 from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
 
 if TYPE_CHECKING:
-    from eagle_convert.verify_report import VerifyReport
+    from eagle_convert.verify.report import VerifyReport
 
 
 ENGINES_HELP = (
@@ -167,11 +167,11 @@ def verify(
     ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
-    from eagle_convert.console import progress_bar, render_verify, stderr_console, steps_bar
     from eagle_convert.engine_level import EngineSettings
-    from eagle_convert.probe_text import read_token_ids
-    from eagle_convert.verify import load_settings, verify_checkpoint
-    from eagle_convert.verify_report import VerifyReport
+    from eagle_convert.probe.text import read_token_ids
+    from eagle_convert.render.console import progress_bar, render_verify, stderr_console, steps_bar
+    from eagle_convert.verify.report import VerifyReport
+    from eagle_convert.verify.run import load_settings, verify_checkpoint
 
     fmt = Format.json if as_json else output_format
     settings = load_settings(Path.cwd())
@@ -240,7 +240,7 @@ def _local_bytes(path: Path) -> int | None:
 
 def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
     """Machine formats with plain writes (never through rich); GitHub annotations and step summary when in Actions."""
-    from eagle_convert import report_formats as rf
+    from eagle_convert.render import formats as rf
 
     render = {
         Format.json: rf.to_json,
@@ -251,7 +251,7 @@ def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
         Format.concise: rf.to_concise,
     }[fmt]
     if output is not None:
-        from eagle_convert.writer import write_text_atomic
+        from eagle_convert.normalize.writer import write_text_atomic
 
         write_text_atomic(output, render(report))
     elif fmt != Format.human:

@@ -24,12 +24,12 @@ from eagle_convert.engine_level.base import (
     engine_python,
     scratch_dir,
 )
-from eagle_convert.verify_report import VerifyFinding
+from eagle_convert.verify.report import VerifyFinding
 
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
-    from eagle_convert.compute import Compute
-    from eagle_convert.detect import DraftSpec
-    from eagle_convert.probe import EngineRunPrediction
+    from eagle_convert.draft.detect import DraftSpec
+    from eagle_convert.probe.run import EngineRunPrediction
+    from eagle_convert.reference.compute import Compute
 
 __all__ = [
     "RUNNERS",
@@ -89,8 +89,8 @@ def engine_prompts(target: Path, settings: EngineSettings) -> list[list[int]]:
     --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set."""
     if settings.token_ids is not None:
         return [list(p) for p in settings.token_ids]
-    from eagle_convert.config import TargetConfig
-    from eagle_convert.probe_text import prompt_pool, read_prompts
+    from eagle_convert.probe.text import prompt_pool, read_prompts
+    from eagle_convert.read.config import TargetConfig
 
     vocab = TargetConfig.from_path(target).vocab_size or 2
     if settings.prompts is not None:
@@ -109,8 +109,8 @@ def fed_hidden_states(
     import torch
     from safetensors.torch import load_file
 
-    from eagle_convert.compute import CPU_FLOAT32
-    from eagle_convert.probe_target import Target, nearest_boundaries
+    from eagle_convert.probe.target import Target, nearest_boundaries
+    from eagle_convert.reference.compute import CPU_FLOAT32
 
     if all(o.capture_path is None for o in observations):
         return [[] for _ in observations]
@@ -249,9 +249,9 @@ def predict(
 ) -> EngineRunPrediction | None:
     """The probe's acceptance for the engine's run (same prompts, tokens and draft length), or None when the
     reference forward cannot run this draft (the target level has said why)."""
-    from eagle_convert.compute import CPU_FLOAT32
     from eagle_convert.errors import EagleConvertError
-    from eagle_convert.probe import predict_engine_run
+    from eagle_convert.probe.run import predict_engine_run
+    from eagle_convert.reference.compute import CPU_FLOAT32
 
     try:
         return predict_engine_run(

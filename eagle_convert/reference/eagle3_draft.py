@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from eagle_convert.config import DraftConfig as ParsedConfig
 from eagle_convert.errors import ConfigError
+from eagle_convert.read.config import DraftConfig as ParsedConfig
 
 _HINT = "write the draft with `eagle-convert normalize` (canonical config and tensor names) and retry"
 _ROPE_PARAMS = {  # rope type -> parameters it needs (transformers' ROPE_INIT_FUNCTIONS)

@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from eagle_convert.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
 from eagle_convert.errors import ConfigError, InputError, ShardIndexError
-from eagle_convert.jsonstrict import load_json_object
+from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
+from eagle_convert.read.jsonstrict import load_json_object
 from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
 

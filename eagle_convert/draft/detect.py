@@ -1,0 +1,547 @@
+"""Format detection: from config, tensor names and shapes to a typed :class:`DraftSpec`.
+
+Every inference carries its evidence and a confidence; conflicts between the config and the weights become
+findings instead of being resolved silently. Only headers are used (no torch).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from eagle_convert.draft.aux_layers import (
+    CONVENTIONS,
+    TRAINS_WITH_DEFAULTS,
+    AuxLayers,
+    ConventionInputs,
+    decide_convention,
+    default_hidden_states,
+    to_hidden_states,
+)
+from eagle_convert.draft.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
+from eagle_convert.draft.producers import PROVENANCE_KEY, Facts, recognise
+from eagle_convert.read.checkpoint import Checkpoint
+from eagle_convert.read.config import FAMILIES, Dims, DraftConfig, TargetConfig, family_of
+from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
+
+
+@dataclass(frozen=True)
+class Flag:
+    value: bool
+    source: str  # the config key it came from, "weights", or "default ..."
+
+
+@dataclass(frozen=True)
+class Flags:
+    fc_norm: Flag
+    norm_output: Flag
+    norm_before_fc: Flag
+    norm_before_residual: Flag
+
+
+@dataclass(frozen=True)
+class Vocab:
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    draft_vocab_size_key: str
+    has_d2t: bool
+    has_t2d: bool
+    has_lm_head: bool
+    has_embed_tokens: bool
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    family: str | None
+    family_source: str
+    num_hidden_layers: int | None
+    hidden_size: int | None
+    source: str | None
+    model_type: str | None = None  # the target's (text) model_type when known exactly
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    producer: str
+    producer_confidence: str
+    producer_evidence: list[str]
+    layer_prefix: str | None
+    num_draft_layers: int
+    attention: str  # "mha", "mla" or "unknown"
+    attention_evidence: str
+    eagle_version: str  # "eagle3", "eagle3.1" or "eagle1" (EAGLE-1/2, refused)
+    moe: bool
+    flags: Flags
+    num_aux_hidden_states: int
+    num_aux_source: str
+    target_hidden_size: int | None
+    aux: AuxLayers
+    vocab: Vocab
+    dims: Dims
+    target: TargetInfo
+    findings: list[Finding]
+    config: DraftConfig
+
+
+_ARCH_FAMILY_HINTS = (
+    ("deepseek", "deepseek"),
+    ("kimi", "deepseek"),
+    ("gptoss", "gpt-oss"),
+    ("qwen", "qwen"),
+    ("llama", "llama"),
+    ("mistral", "llama"),
+)
+_MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "DeepseekV3ForCausalLMEagle3", "DeepSeekForCausalLMEagle3"})
+
+
+def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention: str | None = None) -> DraftSpec:
+    cfg = DraftConfig.from_dict(ckpt.config or {}, ckpt.config_path or ckpt.path)
+    names = tuple(split_name(n) for n in ckpt.tensors)
+    metadata = {k: v for shard in ckpt.shards for k, v in shard.metadata.items()}
+    facts = Facts(cfg, names, ckpt.tensors, metadata, bool(ckpt.pickle_files))
+    out: list[Finding] = []
+
+    call = recognise(facts)
+    if call.producer == "unknown":
+        out.append(finding("EC005", "no producer layout matched the config or tensor names"))
+    if call.producer == "eagle1":
+        out.append(finding("EC001", "EAGLE-1/2 draft: " + "; ".join(call.evidence[:2])))
+
+    layer_prefix, num_layers = _layers(facts, out)
+    attention, attention_evidence = _attention(facts, out)
+    moe = _moe(facts)
+    if moe:
+        out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))
+    wrappers = sorted({n.outer for n in names if n.outer})
+    if wrappers:
+        out.append(
+            finding(
+                "EC010",
+                f"tensor names carry the wrapper prefix {', '.join(wrappers)}: vLLM refuses "
+                "such keys and SGLang may skip them; normalize strips it",
+                actual=wrappers,
+            )
+        )
+    for n in names:
+        if not n.known:
+            out.append(finding("EC008", f"tensor {n.name} matches no known layout", subject=n.name))
+        elif n.local in PREFUSED_NAMES:
+            out.append(finding("EC009", f"pre-fused tensor {n.name}: normalize splits it", subject=n.name))
+
+    flags = _flags(facts, call.producer, out)
+    version = (
+        "eagle1"
+        if call.producer == "eagle1"
+        else ("eagle3.1" if flags.fc_norm.value or flags.norm_output.value else "eagle3")
+    )
+    if version == "eagle3.1" and flags.fc_norm.value != flags.norm_output.value:
+        on = "fc_norm" if flags.fc_norm.value else "norm_output"
+        out.append(finding("EC207", f"only {on} is on; EAGLE3.1 drafts set both fc_norm and norm_output"))
+
+    tinfo = _target_info(cfg, target)
+    ths, k, k_source = _aux_count(facts, tinfo, out)
+    aux_out: list[Finding] = []  # an EAGLE-1/2 draft reads no aux hidden states: no aux-id findings for it
+    aux = _aux_layers(cfg, call.producer, call.confidence, tinfo, aux_convention, aux_out)
+    out += aux_out if call.producer != "eagle1" else []
+    if aux.ids and k_source != "default" and len(set(aux.ids)) != k:
+        out.append(
+            finding(
+                "EC107",
+                f"{len(set(aux.ids))} aux-layer ids but K={k} ({k_source})",
+                subject="eagle_aux_hidden_state_layer_ids",
+                expected=k,
+                actual=len(set(aux.ids)),
+            )
+        )
+
+    vocab = Vocab(
+        vocab_size=cfg.dims.vocab_size,
+        draft_vocab_size=cfg.dims.draft_vocab_size,
+        draft_vocab_size_key=cfg.dims.draft_vocab_size_key,
+        has_d2t=facts.has_local("d2t"),
+        has_t2d=facts.has_local("t2d"),
+        has_lm_head=facts.has_local("lm_head.weight"),
+        has_embed_tokens=facts.has_local("embed_tokens.weight"),
+    )
+    return DraftSpec(
+        producer=call.producer,
+        producer_confidence=call.confidence,
+        producer_evidence=call.evidence,
+        layer_prefix=layer_prefix,
+        num_draft_layers=num_layers,
+        attention=attention,
+        attention_evidence=attention_evidence,
+        eagle_version=version,
+        moe=bool(moe),
+        flags=flags,
+        num_aux_hidden_states=k,
+        num_aux_source=k_source,
+        target_hidden_size=ths,
+        aux=aux,
+        vocab=vocab,
+        dims=cfg.dims,
+        target=tinfo,
+        findings=out,
+        config=cfg,
+    )
+
+
+def _layers(f: Facts, out: list[Finding]) -> tuple[str | None, int]:
+    layer_names = [n for n in f.names if n.layer is not None]
+    if not layer_names:
+        return None, f.cfg.dims.num_hidden_layers or 0  # 0: unknown (no layer tensors, no layer count)
+    indices = sorted({n.layer for n in layer_names if n.layer is not None})
+    prefixes = Counter(n.outer + n.layer_prefix for n in layer_names if n.layer == indices[0])
+    prefix = prefixes.most_common(1)[0][0]
+    if len(prefixes) > 1:
+        out.append(
+            finding(
+                "EC007",
+                f"layer {indices[0]} is stored under several prefixes {sorted(prefixes)}: "
+                "an engine loads one and leaves the other's weights random",
+                actual=sorted(prefixes),
+            )
+        )
+    if len(indices) > 1:
+        out.append(
+            finding(
+                "EC006", f"{len(indices)} draft layers ({prefix.split('.')[0]} indices {indices})", actual=len(indices)
+            )
+        )
+    return prefix, len(indices)
+
+
+def _attention(f: Facts, out: list[Finding]) -> tuple[str, str]:
+    cfg = f.cfg
+    by_config = None
+    if cfg.dims.kv_lora_rank is not None or f.archs & _MLA_ARCHS:
+        by_config = "mla"
+    elif cfg.dims.num_attention_heads is not None:
+        by_config = "mha"
+    locals_ = {n.local for n in f.names if n.layer is not None}
+    by_weights = None
+    if locals_ & (MLA_ONLY | {"self_attn.fused_qkv_a_proj_with_mqa.weight"}):
+        by_weights = "mla"
+    elif locals_ & {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.qkv_proj.weight"}:
+        by_weights = "mha"
+    if by_weights and by_config and by_weights != by_config:
+        out.append(
+            finding(
+                "EC007",
+                f"config describes {by_config.upper()} attention but the weights are {by_weights.upper()}",
+                subject="self_attn",
+                expected=by_config,
+                actual=by_weights,
+            )
+        )
+    if by_weights:
+        return by_weights, "attention projection tensor names"
+    if by_config == "mla":
+        return "mla", "config has kv_lora_rank or an MLA architecture"
+    if by_config == "mha":
+        return "mha", "config has attention heads and no MLA keys"
+    return "unknown", "no attention keys or tensors"
+
+
+def _moe(f: Facts) -> str:
+    """Why the draft layer is mixture-of-experts, or '' when it is dense."""
+    if any(n.layer is not None and MOE_RE.match(n.local) for n in f.names):
+        return "expert tensors in the draft layer"
+    raw = f.cfg.raw
+    layers = f.cfg.dims.num_hidden_layers or 1
+    experts = raw.get("num_experts") or raw.get("n_routed_experts") or raw.get("num_local_experts")
+    if not isinstance(experts, int) or experts <= 0:
+        return ""
+    dense_first = raw.get("first_k_dense_replace")
+    if isinstance(dense_first, int) and dense_first >= layers:
+        return ""  # every draft layer is in the dense prefix
+    mlp_only = raw.get("mlp_only_layers")
+    if isinstance(mlp_only, list) and all(i in mlp_only for i in range(layers)):
+        return ""
+    return f"config routes the draft layer to {experts} experts"
+
+
+def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
+    cfg = f.cfg
+    # fc_norm (EAGLE3.1), legacy alias use_aux_norm / aux_norm_*.
+    fc_norm_weights = sorted(n.name for n in f.names if n.layer is None and FC_NORM_RE.fullmatch(n.local))
+    legacy_weights = sorted(n.name for n in f.names if n.layer is None and n.local in LEGACY_FC_NORM_NAMES)
+    has_weights = bool(f.tensors)
+    if cfg.fc_norm is not None:
+        fc_norm = Flag(cfg.fc_norm, "fc_norm")
+        if cfg.use_aux_norm is not None and cfg.use_aux_norm != cfg.fc_norm:
+            out.append(
+                finding(
+                    "EC201",
+                    f"fc_norm is {cfg.fc_norm} but legacy use_aux_norm is {cfg.use_aux_norm}",
+                    subject="use_aux_norm",
+                )
+            )
+    elif cfg.use_aux_norm is not None:
+        fc_norm = Flag(cfg.use_aux_norm, "use_aux_norm (legacy)")
+    elif fc_norm_weights or legacy_weights:
+        fc_norm = Flag(True, "weights")
+    else:
+        fc_norm = Flag(False, "default")
+    if cfg.use_aux_norm is not None or legacy_weights:
+        what = "use_aux_norm" if cfg.use_aux_norm is not None else ", ".join(legacy_weights)
+        out.append(
+            finding(
+                "EC202",
+                f"legacy EAGLE3.1 naming ({what}): vLLM ignores the flag and refuses the "
+                "tensors; normalize renames them",
+                subject=what,
+            )
+        )
+    norm_weights = fc_norm_weights or legacy_weights
+    if has_weights and fc_norm.value and not norm_weights:
+        out.append(
+            finding(
+                "EC201",
+                f"{fc_norm.source} is on but there are no fc_norm weights: the engines would run random norms",
+                subject="fc_norm",
+            )
+        )
+    if has_weights and not fc_norm.value and norm_weights:
+        out.append(
+            finding(
+                "EC201",
+                f"fc_norm weights ({', '.join(norm_weights)}) but the flag is off: SGLang "
+                "ignores them silently, vLLM refuses to load",
+                subject="fc_norm",
+            )
+        )
+
+    # norm_before_fc: the nested value wins when both are set (how the engines' readings differ is engines/).
+    if cfg.eagle_config_norm_before_fc is not None:
+        nbf = Flag(cfg.eagle_config_norm_before_fc, "eagle_config.norm_before_fc")
+    elif cfg.norm_before_fc is not None:
+        nbf = Flag(cfg.norm_before_fc, "norm_before_fc")
+    elif f.has_local("input_norm.weight"):
+        nbf = Flag(True, "weights")
+    else:
+        nbf = Flag(False, "default")
+    if has_weights and nbf.value != f.has_local("input_norm.weight"):
+        state = "on but input_norm.weight is missing" if nbf.value else "off but input_norm.weight is present"
+        out.append(finding("EC203", f"norm_before_fc is {state}", subject="input_norm.weight"))
+    if fc_norm.value and nbf.value:
+        out.append(
+            finding(
+                "EC205",
+                "fc_norm and norm_before_fc are both on (speculators refuses this; vLLM would apply both norms)",
+            )
+        )
+
+    if cfg.norm_output is not None:
+        norm_output = Flag(cfg.norm_output, "norm_output")
+        if cfg.norm_output and producer == "specforge":
+            out.append(
+                finding(
+                    "EC206",
+                    "norm_output is true in a SpecForge config: before SpecForge PR #879 it "
+                    "meant 'norm before lm_head' and the recurrence was pre-norm (EAGLE3 + fc_norm); "
+                    "confirm the trainer version",
+                    subject="norm_output",
+                )
+            )
+    else:
+        norm_output = Flag(False, "default")
+
+    speculators_format = cfg.has("speculators_model_type")
+    if cfg.norm_before_residual is not None:
+        nbr = Flag(cfg.norm_before_residual, "norm_before_residual")
+    elif speculators_format:
+        nbr = Flag(True, "default (speculators format: vLLM assumes true)")
+        out.append(
+            finding(
+                "EC208",
+                "norm_before_residual is absent: vLLM's speculators path assumes true, SGLang ignores the setting",
+                subject="norm_before_residual",
+            )
+        )
+    else:
+        nbr = Flag(False, "default")
+    return Flags(fc_norm, norm_output, nbf, nbr)
+
+
+def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
+    if target is not None:
+        family_source = f"target config model_type {target.text_model_type!r}"
+        return TargetInfo(
+            target.family,
+            family_source,
+            target.num_hidden_layers,
+            target.hidden_size,
+            target.source,
+            target.text_model_type or target.model_type,
+        )
+    hints: list[tuple[str, Any]] = [("draft config target_model_type", cfg.raw.get("target_model_type"))]
+    verifier = cfg.raw.get("speculators_config", {})
+    if isinstance(verifier, dict) and isinstance(verifier.get("verifier"), dict):
+        archs = verifier["verifier"].get("architectures")
+        for arch in archs if isinstance(archs, list) else []:
+            hints.append(("speculators verifier architecture", arch))
+    provenance = cfg.raw.get(PROVENANCE_KEY)
+    if isinstance(provenance, dict):
+        hints.insert(0, ("eagle-convert provenance target_family", provenance.get("target_family")))
+    if cfg.dims.kv_lora_rank is not None or set(cfg.architectures) & _MLA_ARCHS:
+        hints.append(("MLA draft model_type", cfg.model_type))
+    for source, hint in hints:
+        if not isinstance(hint, str):
+            continue
+        family = (
+            (hint if hint in FAMILIES else None)
+            if source.startswith("eagle-convert")
+            else (family_of(hint) or _family_from_arch(hint))
+        )
+        if family:
+            exact = hint if family_of(hint) and not source.startswith("MLA") else None
+            return TargetInfo(family, f"{source} {hint!r} (no --target)", None, None, None, exact)
+    return TargetInfo(None, "unknown (pass --target)", None, None, None)
+
+
+def _family_from_arch(arch: str) -> str | None:
+    key = arch.lower().replace("_", "").replace("-", "")
+    return next((family for needle, family in _ARCH_FAMILY_HINTS if needle in key), None)
+
+
+def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | None, int, str]:
+    """(target hidden size, K, where K came from). Weights win over declarations; conflicts are findings."""
+    cfg = f.cfg
+    ths = cfg.dims.target_hidden_size
+    if target.hidden_size is not None:
+        if ths is not None and ths != target.hidden_size:
+            out.append(
+                finding(
+                    "EC007",
+                    f"target_hidden_size is {ths} but the target's hidden_size is {target.hidden_size}",
+                    subject="target_hidden_size",
+                    expected=target.hidden_size,
+                    actual=ths,
+                )
+            )
+        ths = target.hidden_size
+    width = ths or cfg.dims.hidden_size
+    declared = cfg.num_aux_hidden_states
+    ids = cfg.top_level_ids or cfg.eagle_config_ids
+    fc = f.shape("fc.weight")
+    by_weights = fc[1] // width if fc and len(fc) == 2 and width and fc[1] % width == 0 else None
+    if by_weights is not None and declared is not None and by_weights != declared:
+        out.append(
+            finding(
+                "EC107",
+                f"num_aux_hidden_states is {declared} but fc.weight {list(fc or ())} holds "
+                f"{by_weights} chunks of {width}",
+                subject="num_aux_hidden_states",
+                expected=by_weights,
+                actual=declared,
+            )
+        )
+    if by_weights is not None:
+        return ths, by_weights, f"fc.weight width / {width}"
+    if declared is not None:
+        return ths, declared, "num_aux_hidden_states"
+    if ids:
+        return ths, len(set(ids)), "number of aux-layer ids"
+    return ths, 3, "default"
+
+
+def _aux_layers(
+    cfg: DraftConfig,
+    producer: str,
+    confidence: str,
+    target: TargetInfo,
+    user_convention: str | None,
+    out: list[Finding],
+) -> AuxLayers:
+    top, nested = cfg.top_level_ids or None, cfg.eagle_config_ids or None
+    location = {(True, True): "both", (True, False): "top-level", (False, True): "eagle_config"}.get(
+        (bool(top), bool(nested)), "absent"
+    )
+    ids = top or nested
+    recorded = None
+    provenance = cfg.raw.get(PROVENANCE_KEY)
+    if isinstance(provenance, dict):  # written by normalize: each location's convention is on record
+        conventions = provenance.get("aux_conventions")
+        location_used = "top-level" if top else "eagle_config"
+        if isinstance(conventions, dict) and conventions.get(location_used) in CONVENTIONS:
+            recorded = conventions[location_used]
+    paired = bool(
+        top and nested and top != nested and to_hidden_states(top, "input-to") == to_hidden_states(nested, "output-of")
+    )
+    n = target.num_hidden_layers
+    call = decide_convention(
+        ConventionInputs(
+            ids,
+            producer,
+            confidence,
+            user_convention,
+            recorded,
+            n,
+            location=location,
+            paired=paired,
+            family=target.family,
+        )
+    )
+    convention = call.convention
+    if convention == "default":
+        trained = default_hidden_states(n) if n else None
+    elif convention in ("output-of", "input-to") and ids:
+        trained = to_hidden_states(ids, convention)
+    else:
+        trained = None
+    readings = {c: to_hidden_states(ids, c) for c in ("output-of", "input-to")} if ids else {}
+    aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings)
+    if call.conflict:
+        out.append(finding("EC108", "; ".join(call.evidence), subject="eagle_aux_hidden_state_layer_ids"))
+    _aux_findings(aux, producer, n, out)
+    return aux
+
+
+def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Finding]) -> None:
+    key = "eagle_aux_hidden_state_layer_ids"
+    if aux.convention == "ambiguous":
+        out.append(
+            finding(
+                "EC101",
+                f"aux-layer ids {aux.ids} are ambiguous: output-of selects hs"
+                f"{aux.readings['output-of']}, input-to selects hs{aux.readings['input-to']}; "
+                "pass --aux-convention output-of|input-to",
+                subject=key,
+            )
+        )
+    if aux.convention == "default" and aux.location == "absent":
+        safe = producer in TRAINS_WITH_DEFAULTS
+        out.append(
+            finding(
+                "EC102",
+                "no aux-layer ids: the engines capture hs[2], hs[N//2], hs[N-3]"
+                + (
+                    f", which is what {producer} trains with"
+                    if safe
+                    else "; nothing records whether the draft was trained on those"
+                ),
+                severity="info" if safe else None,
+                subject=key,
+            )
+        )
+    if aux.ids and (sorted(set(aux.ids)) != aux.ids):
+        out.append(
+            finding(
+                "EC106",
+                f"aux-layer ids {aux.ids} are not sorted and unique; the engines capture "
+                f"{sorted(set(aux.ids))} in layer order (fc column blocks must follow that order)",
+                subject=key,
+            )
+        )
+    if n is not None and aux.hidden_state_indices and not all(1 <= j <= n for j in aux.hidden_state_indices):
+        out.append(
+            finding(
+                "EC105",
+                f"trained hidden states hs{aux.hidden_state_indices} fall outside hs[1..{n}] of a {n}-layer target",
+                subject=key,
+                actual=aux.hidden_state_indices,
+            )
+        )

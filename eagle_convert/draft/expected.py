@@ -1,0 +1,156 @@
+"""The exact tensor set a draft must ship, with every shape derived from its config (FORMATS.md sections 1-2).
+
+Names are canonical (``midlayer.*``, no prefix); a checkpoint in another layout is compared after mapping its names
+through the layout tables. A shape is None where the config lacks the size it depends on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.read.config import Dims
+
+Shape = tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Expected:
+    name: str
+    shape: Shape
+    role: str  # "weight", "norm", "bias", "d2t", "t2d"
+    required: bool
+    why: str
+
+
+def _shape(*dims: int | None) -> Shape:
+    return None if any(d is None for d in dims) else tuple(d for d in dims if d is not None)
+
+
+def _mul(*values: int | None) -> int | None:
+    out = 1
+    for v in values:
+        if v is None:
+            return None
+        out *= v
+    return out
+
+
+def _add(*values: int | None) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _attention(d: Dims, spec: DraftSpec, two_h: int | None) -> list[Expected]:
+    p = "midlayer.self_attn."
+    h = d.hidden_size
+    if spec.attention == "mla":
+        nope, rope, v, heads = d.qk_nope_head_dim, d.qk_rope_head_dim, d.v_head_dim, d.num_attention_heads
+        q_rows = _mul(heads, _add(nope, rope))
+        out = []
+        if d.q_lora_rank is not None:
+            out += [
+                Expected(
+                    p + "q_a_proj.weight", _shape(d.q_lora_rank, two_h), "weight", True, "MLA query down-projection"
+                ),
+                Expected(p + "q_a_layernorm.weight", _shape(d.q_lora_rank), "norm", True, "MLA query latent norm"),
+                Expected(
+                    p + "q_b_proj.weight", _shape(q_rows, d.q_lora_rank), "weight", True, "MLA query up-projection"
+                ),
+            ]
+        else:
+            out.append(Expected(p + "q_proj.weight", _shape(q_rows, two_h), "weight", True, "MLA query projection"))
+        out += [
+            Expected(
+                p + "kv_a_proj_with_mqa.weight",
+                _shape(_add(d.kv_lora_rank, rope), two_h),
+                "weight",
+                True,
+                "MLA latent KV plus shared rope key",
+            ),
+            Expected(p + "kv_a_layernorm.weight", _shape(d.kv_lora_rank), "norm", True, "MLA latent KV norm"),
+            Expected(
+                p + "kv_b_proj.weight",
+                _shape(_mul(heads, _add(nope, v)), d.kv_lora_rank),
+                "weight",
+                True,
+                "MLA KV up-projection",
+            ),
+            Expected(p + "o_proj.weight", _shape(h, _mul(heads, v)), "weight", True, "attention output"),
+        ]
+        return out
+    heads, kv, hd = d.num_attention_heads, d.num_key_value_heads, d.head_dim
+    out = [
+        Expected(
+            p + "q_proj.weight", _shape(_mul(heads, hd), two_h), "weight", True, "query projection of the 2H input"
+        ),
+        Expected(p + "k_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "key projection of the 2H input"),
+        Expected(p + "v_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "value projection of the 2H input"),
+        Expected(p + "o_proj.weight", _shape(h, _mul(heads, hd)), "weight", True, "attention output"),
+        Expected(
+            p + "q_norm.weight",
+            _shape(hd),
+            "norm",
+            False,
+            "Qwen3-style per-head query norm (see engines/: which classes have one)",
+        ),
+        Expected(
+            p + "k_norm.weight",
+            _shape(hd),
+            "norm",
+            False,
+            "Qwen3-style per-head key norm (see engines/: which classes have one)",
+        ),
+    ]
+    if spec.config.attention_bias:
+        out += [
+            Expected(p + f"{n}_proj.bias", _shape(rows), "bias", True, "attention_bias: true")
+            for n, rows in (("q", _mul(heads, hd)), ("k", _mul(kv, hd)), ("v", _mul(kv, hd)))
+        ]
+    return out
+
+
+def expected_tensors(spec: DraftSpec) -> dict[str, Expected]:
+    """Canonical name -> what the tensor must be, for the draft ``spec`` describes."""
+    d = spec.dims
+    h, k, ths = d.hidden_size, spec.num_aux_hidden_states, spec.target_hidden_size or d.hidden_size
+    two_h = _mul(2, h)
+    out: list[Expected] = []
+    if spec.config.use_aux_hidden_state is not False:
+        out.append(Expected("fc.weight", _shape(h, _mul(k, ths)), "weight", True, "fuses K aux states: [H, K*Ht]"))
+    if spec.config.bias:
+        out.append(Expected("fc.bias", _shape(h), "bias", True, "bias: true"))
+    if spec.flags.fc_norm.value:
+        out += [
+            Expected(f"fc_norm.{i}.weight", _shape(ths), "norm", True, "fc_norm: one norm per aux chunk")
+            for i in range(k)
+        ]
+    if spec.flags.norm_before_fc.value:
+        out.append(Expected("input_norm.weight", _shape(_mul(k, ths)), "norm", True, "norm_before_fc"))
+    out += [
+        Expected(f"midlayer.{n}.weight", _shape(h), "norm", True, "decoder-layer norm")
+        for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")
+    ]
+    out += _attention(d, spec, two_h)
+    inter = d.intermediate_size
+    out += [
+        Expected("midlayer.mlp.gate_proj.weight", _shape(inter, h), "weight", True, "SwiGLU gate"),
+        Expected("midlayer.mlp.up_proj.weight", _shape(inter, h), "weight", True, "SwiGLU up"),
+        Expected("midlayer.mlp.down_proj.weight", _shape(h, inter), "weight", True, "SwiGLU down"),
+        Expected("norm.weight", _shape(h), "norm", True, "final norm"),
+    ]
+    vocab, draft_vocab = d.vocab_size, d.draft_vocab_size
+    if d.draft_vocab_size_key != "null":
+        out.append(
+            Expected(
+                "lm_head.weight",
+                _shape(draft_vocab if draft_vocab is not None else vocab, h),
+                "weight",
+                True,
+                "draft head over the draft vocabulary",
+            )
+        )
+    reduced = draft_vocab is not None and vocab is not None and draft_vocab < vocab
+    out.append(Expected("d2t", _shape(draft_vocab), "d2t", reduced, "draft -> target token offsets"))
+    out.append(Expected("t2d", _shape(vocab), "t2d", False, "target -> draft membership mask"))
+    out.append(Expected("embed_tokens.weight", _shape(vocab, h), "weight", False, "the draft's own embedding"))
+    return {e.name: e for e in out}

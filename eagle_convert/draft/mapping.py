@@ -1,0 +1,128 @@
+"""Tensor-name mappings as data: one ``_FROM_<LAYOUT>`` table per source layout (STYLE.md rule 1).
+
+Each table maps a source prefix to the canonical prefix (the longest matching prefix wins). What is left after the
+prefix, the local name, must be a name the canonical layout knows; legacy local names are renamed by one shared
+table. A name no table can place is an error that names the key and the layout: a converter that drops what it does
+not understand is how random weights reach production. Output layouts other than canonical are the inverse of a
+source table, derived here and tested to be injective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eagle_convert.draft.layouts import (
+    CANONICAL_LAYER_PREFIX,
+    FC_NORM_RE,
+    LAYER_NAMES,
+    LEGACY_FC_NORM_NAMES,
+    PREFUSED_NAMES,
+    QUANT_SUFFIXES,
+    TOP_LEVEL_NAMES,
+)
+from eagle_convert.errors import InputError
+
+_FROM_MIDLAYER = {"midlayer.": "midlayer.", "": ""}  # EAGLE, SpecForge, AngelSlim, TorchSpec, ModelOpt < 0.43
+_FROM_MIDLAYER_0 = {"midlayer.0.": "midlayer.", "": ""}  # old ModelOpt multi-layer naming, one layer
+_FROM_LAYERS_0 = {"layers.0.": "midlayer.", "": ""}  # speculators, ModelOpt >= 0.43, TorchSpec --vllm
+_FROM_NEMO = {"model.layers.0.": "midlayer.", "model.midlayer.": "midlayer.", "model.": "", "": ""}
+_FROM_MODELOPT_STATE = {
+    "eagle_module.layers.0.": "midlayer.",
+    "eagle_module.midlayer.": "midlayer.",
+    "eagle_module.": "",
+    "": "",
+}
+_FROM_SPECFORGE_STATE = {
+    "draft_model.midlayer.": "midlayer.",
+    "draft_model.layers.0.": "midlayer.",
+    "draft_model.": "",
+    "": "",
+}
+
+# Source layout, named by its decoder-layer prefix as `inspect` reports it -> its table.
+LAYOUTS: dict[str, dict[str, str]] = {
+    "midlayer.": _FROM_MIDLAYER,
+    "midlayer.0.": _FROM_MIDLAYER_0,
+    "layers.0.": _FROM_LAYERS_0,
+    "model.layers.0.": _FROM_NEMO,
+    "model.midlayer.": _FROM_NEMO,
+    "eagle_module.layers.0.": _FROM_MODELOPT_STATE,
+    "eagle_module.midlayer.": _FROM_MODELOPT_STATE,
+    "draft_model.midlayer.": _FROM_SPECFORGE_STATE,
+    "draft_model.layers.0.": _FROM_SPECFORGE_STATE,
+}
+# Legacy local names -> canonical local names (SpecForge's first EAGLE3.1 naming).
+LOCAL_RENAMES = {name: f"fc_norm.{k}.weight" for k, name in enumerate(LEGACY_FC_NORM_NAMES)}
+# Buffers that carry no weights; the engines skip them, so they are dropped (and reported).
+DROPPED = {"self_attn.rotary_emb.inv_freq": "rotary frequencies are recomputed from the rope settings"}
+
+
+class UnmappedTensorError(InputError):
+    default_hint = "the checkpoint holds a tensor no known layout uses; nothing was written (report the layout)"
+
+
+@dataclass(frozen=True)
+class Mapped:
+    source: str
+    target: str  # canonical name ("" when dropped)
+    action: str  # "keep", "rename", "split" or "drop"
+    why: str
+
+
+def inverse(table: dict[str, str]) -> dict[str, str]:
+    """canonical prefix -> source prefix; raises if the table is not injective."""
+    out: dict[str, str] = {}
+    for src, dst in table.items():
+        if dst in out:
+            raise ValueError(f"mapping is not injective: {out[dst]!r} and {src!r} both map to {dst!r}")
+        out[dst] = src
+    return out
+
+
+def _canonical_local(local: str, in_layer: bool) -> bool:
+    base = local
+    for suffix in QUANT_SUFFIXES:
+        if local.endswith(suffix):
+            base = local[: -len(suffix)] + ".weight"
+    if in_layer:
+        return base in LAYER_NAMES
+    return base in TOP_LEVEL_NAMES or bool(FC_NORM_RE.fullmatch(base))
+
+
+def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
+    """Where tensor ``name`` of a ``layout`` checkpoint (at ``source``, for errors) goes in the canonical layout."""
+    table = LAYOUTS.get(layout)
+    if table is None:
+        raise UnmappedTensorError(
+            f"no mapping table for the layout with layer prefix {layout!r}",
+            path=source,
+            hint=f"known layouts: {', '.join(LAYOUTS)}",
+        )
+    prefix = max((p for p in table if name.startswith(p)), key=len)
+    target_prefix, local = table[prefix], name[len(prefix) :]
+    in_layer = target_prefix == CANONICAL_LAYER_PREFIX
+    if in_layer and local in DROPPED:
+        return Mapped(name, "", "drop", DROPPED[local])
+    if not in_layer and local in LOCAL_RENAMES:
+        return Mapped(name, LOCAL_RENAMES[local], "rename", "legacy EAGLE3.1 name")
+    if not _canonical_local(local, in_layer):
+        raise UnmappedTensorError(
+            f"tensor {name!r} has no place in the canonical layout (source layout {layout!r})", path=source
+        )
+    target = target_prefix + local
+    if in_layer and local in PREFUSED_NAMES:
+        return Mapped(name, target, "split", "engine-internal fusion; stored split")
+    return Mapped(
+        name,
+        target,
+        "keep" if target == name else "rename",
+        "" if target == name else f"{prefix or '(none)'} -> {target_prefix or '(none)'}",
+    )
+
+
+def to_layout(canonical_name: str, layout: str) -> str:
+    """The name of a canonical tensor in an output ``layout`` (the inverse of that layout's table)."""
+    back = inverse(LAYOUTS[layout])
+    if canonical_name.startswith(CANONICAL_LAYER_PREFIX):
+        return back[CANONICAL_LAYER_PREFIX] + canonical_name[len(CANONICAL_LAYER_PREFIX) :]
+    return back[""] + canonical_name

@@ -1,0 +1,14 @@
+"""``normalize``: the plan (config and tensor actions), the per-engine profiles, and the atomic streaming writer."""
+
+from __future__ import annotations
+
+__all__ = ["normalize_checkpoint"]
+
+
+def __getattr__(name: str) -> object:
+    # lazy: `import eagle_convert.normalize.writer` must not pull in the planner
+    if name == "normalize_checkpoint":
+        from eagle_convert.normalize.plan import normalize_checkpoint
+
+        return normalize_checkpoint
+    raise AttributeError(name)

@@ -1,0 +1,485 @@
+"""``normalize_checkpoint()``: rewrite any supported draft into one canonical form, streaming and atomically.
+
+Plan first, then write: the plan resolves the draft's semantics (flags, K, vocabulary, and the hidden states its
+aux-layer ids select, never assumed), maps every tensor through the layout's table, and records every config change
+and tensor action with its reason. Renamed tensors keep their bytes (copied by the kernel); only fused splits,
+fc column permutations and vocabulary-map conversions compute bytes, one tensor at a time. No torch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from eagle_convert import __version__
+from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
+from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.draft.layouts import split_name
+from eagle_convert.draft.producers import PROVENANCE_KEY
+from eagle_convert.engines import (
+    FAMILY_MODEL_TYPE,
+    RELEASES,
+    draft_architecture,
+    eagle_config_ids_for,
+    engine_view,
+    resolve_engines,
+)
+from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
+from eagle_convert.normalize.profiles import PROFILES, Semantics, flatten_source
+from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
+from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
+from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.read.config import FAMILIES, TargetConfig
+from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.rules.finding import Finding
+
+SCHEMA_VERSION = 1
+# The engines each profile is written for (the output must select the trained hidden states in each).
+PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
+# Findings that mean the source cannot be converted without guessing.
+_BLOCKING = ("EC001", "EC002", "EC007", "EC107", "EC201", "EC203", "EC205")
+_INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    key: str
+    change: str  # "added", "removed" or "changed"
+    old: Any
+    new: Any
+    why: str
+
+
+@dataclass
+class NormalizeReport:
+    source: str
+    out: str
+    profile: str
+    dry_run: bool
+    producer: str
+    layout: str | None
+    semantics: dict[str, Any]
+    config_changes: list[ConfigChange]
+    tensors: list[TensorAction]
+    files: list[str]
+    total_bytes: int
+    findings: list[Finding]
+    written: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract, validated by schemas/normalize-report.schema.json."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": __version__,
+            "source": self.source,
+            "out": self.out,
+            "profile": self.profile,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "producer": self.producer,
+            "layout": self.layout,
+            "semantics": self.semantics,
+            "config_changes": [asdict(c) for c in self.config_changes],
+            "tensors": [asdict(t) for t in self.tensors],
+            "dropped": [asdict(t) for t in self.tensors if t.action == "drop"],
+            "files": self.files,
+            "total_bytes": self.total_bytes,
+            "config": self.config,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def normalize_checkpoint(
+    src: str | Path,
+    out: str | Path,
+    *,
+    profile: str = "portable",
+    target: str | Path | None = None,
+    target_family: str | None = None,
+    aux_convention: str | None = None,
+    dry_run: bool = False,
+    allow_pickle: bool = False,
+    force: bool = False,
+    max_shard_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    probe: dict[str, Any] | None = None,
+) -> NormalizeReport:
+    """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
+    ``dtype``: where ``aux_convention="auto"`` runs the target and the draft; ``probe``: its text options
+    (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them)."""
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if target is not None and target_family is not None:
+        raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
+    if target_family is not None and target_family not in FAMILIES:
+        raise UsageError(f"unknown target family {target_family!r}; choose from {', '.join(FAMILIES)}")
+    if parse_repo_ref(str(src)) is not None:
+        return _normalize_remote(
+            str(src),
+            Path(out),
+            profile=profile,
+            target=target,
+            target_family=target_family,
+            aux_convention=aux_convention,
+            dry_run=dry_run,
+            allow_pickle=allow_pickle,
+            force=force,
+            max_shard_size=max_shard_size,
+            progress=progress,
+        )
+    src, out = Path(src), Path(out)
+    ckpt = open_checkpoint(src)
+    if ckpt.weight_format == "pickle":
+        from eagle_convert.read.pickle_source import pickle_as_safetensors
+
+        if not allow_pickle:
+            raise NormalizeRefused(
+                f"weights are pickle ({', '.join(ckpt.pickle_files)}), which can run code when loaded",
+                path=src,
+                hint="pass --allow-pickle to load them with torch's weights-only loader",
+            )
+        return _normalize_pickle(
+            src,
+            out,
+            ckpt,
+            pickle_as_safetensors,
+            profile=profile,
+            target=target,
+            target_family=target_family,
+            aux_convention=aux_convention,
+            dry_run=dry_run,
+            force=force,
+            max_shard_size=max_shard_size,
+            progress=progress,
+        )
+    if ckpt.weight_format == "none":
+        raise NothingToCheckError("no weight files to normalize (config only)", path=src)
+    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    measured = None
+    if aux_convention == "auto":
+        if target is None:
+            raise UsageError("--aux-convention auto measures the draft against the target: pass --target DIR")
+        from eagle_convert.probe.run import measure_convention
+        from eagle_convert.reference.compute import resolve
+
+        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype), **(probe or {}))
+    spec = detect(ckpt, target_cfg, aux_convention)
+    family = target_cfg.family if target_cfg else target_family
+    sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)
+    if measured is not None:
+        sem.provenance["convention_measured"] = measured
+    raw_out, reasons = _build_config(ckpt.config or {}, sem, profile)
+    n_target = target_cfg.num_hidden_layers if target_cfg else None
+    mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
+    findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
+    plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
+    metadata_note = json.dumps(sem.provenance, sort_keys=True)
+    shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
+    report = NormalizeReport(
+        source=str(src),
+        out=str(out),
+        profile=profile,
+        dry_run=dry_run,
+        producer=spec.producer,
+        layout=spec.layer_prefix,
+        semantics=_semantics_dict(sem),
+        config_changes=_diff(ckpt.config or {}, raw_out, reasons),
+        tensors=plan.actions,
+        files=["config.json", *(s.name for s in shards)]
+        + (["model.safetensors.index.json"] if len(shards) > 1 else []),
+        total_bytes=sum(nbytes(t) for s in shards for t in s.tensors),
+        findings=findings,
+        config=raw_out,
+    )
+    if not dry_run:
+        files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
+        n = target_cfg.num_hidden_layers if target_cfg else None
+        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n)
+        write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
+        report.written = True
+    return report
+
+
+def _check_output(
+    sem: Semantics, family: str | None, engines: tuple[str, ...], num_layers: int | None, tmp: Path
+) -> None:
+    """Re-read the written draft before it is committed: it must mean exactly what the plan resolved."""
+    spec = detect(open_checkpoint(tmp))
+    got = {
+        "attention": spec.attention,
+        "num_aux_hidden_states": spec.num_aux_hidden_states,
+        "fc_norm": spec.flags.fc_norm.value,
+        "norm_output": spec.flags.norm_output.value,
+        "norm_before_fc": spec.flags.norm_before_fc.value,
+        "norm_before_residual": spec.flags.norm_before_residual.value,
+        "hidden_states": spec.aux.hidden_state_indices if sem.hidden_states is not None else None,
+    }
+    want = {key: getattr(sem, key) for key in got}
+    if got != want:
+        diff = {k: (want[k], got[k]) for k in got if got[k] != want[k]}
+        raise RuntimeError(f"normalize wrote a draft that reads differently from the plan {diff}; nothing was kept")
+    if sem.hidden_states is not None and family is not None:
+        for release in resolve_engines(",".join(engines)):
+            n = num_layers or max(sem.hidden_states) + 1  # the least N that holds every trained state
+            view = engine_view(
+                release, spec.config.raw, target_model_type=FAMILY_MODEL_TYPE.get(family), target_num_layers=n
+            )
+            if view.ids is None or view.hidden_state_indices != sem.hidden_states:
+                raise RuntimeError(
+                    f"{release.name} would select hs{view.hidden_state_indices} from the written config, "
+                    f"not hs{sem.hidden_states}; nothing was kept"
+                )
+
+
+def _unsatisfied_releases(
+    raw_out: dict[str, Any], sem: Semantics, engines: tuple[str, ...], model_type: str | None, n: int | None
+) -> list[Finding]:
+    """Every modelled release of the profile's engines that reads the written config other than as trained."""
+    out: list[Finding] = []
+    releases = [r for r in RELEASES.values() if r.engine in engines]
+    for release in releases:
+        view = engine_view(release, raw_out, target_model_type=model_type, target_num_layers=n)
+        wrong: dict[str, tuple[object, object]] = {
+            key: (want, got)
+            for key, want, got in (
+                ("hidden states", sem.hidden_states, view.hidden_state_indices),
+                ("fc_norm", sem.fc_norm, view.fc_norm),
+                ("norm_before_fc", sem.norm_before_fc, view.norm_before_fc),
+                ("K", sem.num_aux_hidden_states, view.num_aux_hidden_states),
+            )
+            if want is not None and got is not None and want != got
+        }
+        if view.draft_class is None:
+            wrong["draft class"] = ("an EAGLE3 class", None)
+        if wrong:
+            what = "; ".join(f"{k}: needs {w}, builds {g}" for k, (w, g) in wrong.items())
+            out.append(
+                Finding(
+                    "EC104" if "hidden states" in wrong else "EC211",
+                    "warning",
+                    f"{release.name} cannot read the written config as trained ({what}); deploy to another release",
+                    subject="config.json",
+                    engine=release.name,
+                )
+            )
+    return out
+
+
+def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
+    """Pull a Hub repo into a staging directory next to ``out``, normalize that, and remove it."""
+    import shutil
+    import tempfile
+
+    from eagle_convert.hub.publish import pull_checkpoint
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
+    try:
+        pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=bool(kwargs.get("allow_pickle")))
+        report = normalize_checkpoint(staging / "draft", out, **kwargs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.source = f"{ref} ({pulled.revision})"
+    return report
+
+
+def _normalize_pickle(
+    src: Path, out: Path, ckpt: Checkpoint, convert: Callable[..., Path], **kwargs: Any
+) -> NormalizeReport:
+    """Load pickle weights with the weights-only loader into a temporary safetensors file, then normalize that."""
+    import shutil
+    import tempfile
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pickle-", dir=out.parent if out.parent.exists() else None))
+    try:
+        convert(ckpt, staging)
+        report = normalize_checkpoint(staging, out, **kwargs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.source = str(src)
+    report.findings.append(
+        Finding(
+            "EC003",
+            "info",
+            f"pickle weights {list(ckpt.pickle_files)} were loaded with "
+            "torch's weights-only loader and written as safetensors",
+        )
+    )
+    return report
+
+
+def _resolve(
+    src: Path, ckpt: Checkpoint, spec: DraftSpec, target: TargetConfig | None, family: str | None, profile: str
+) -> tuple[Semantics, list[Finding]]:
+    """What the draft means, with every ambiguity either resolved by evidence or refused."""
+    blocking = [f for f in spec.findings if f.rule_id in _BLOCKING and f.severity == "error"]
+    if blocking:
+        raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
+    if spec.num_draft_layers > 1:
+        raise NormalizeRefused(
+            f"{spec.num_draft_layers} draft layers: the engines disagree on layers >= 1, "
+            "so only 1-layer drafts can be made portable",
+            path=src,
+        )
+    if spec.attention not in ("mha", "mla"):
+        raise NormalizeRefused("cannot tell MHA from MLA attention", path=src)
+    if profile == "speculators" and spec.attention == "mla":
+        raise NormalizeRefused(
+            "the speculators format has no MLA draft",
+            path=src,
+            hint="use --profile portable, sglang or vllm for MLA drafts",
+        )
+    if profile == "vllm" and "fc.bias" in {_local(n) for n in ckpt.tensors}:
+        raise NormalizeRefused("fc.bias exists and vLLM refuses it", path=src, hint="use --profile sglang")
+
+    aux = spec.aux
+    findings = [f for f in spec.findings if f.rule_id not in ("EC104", "EC103", "EC010", "EC202", "EC009")]
+    if aux.convention == "ambiguous":
+        readings = ", ".join(f"{c} selects hs{v}" for c, v in aux.readings.items())
+        raise NormalizeRefused(
+            f"aux-layer ids {aux.ids} are ambiguous ({readings}); normalize never guesses",
+            path=src,
+            hint="pass --aux-convention output-of or --aux-convention input-to (say which the trainer used)",
+        )
+    hidden = aux.hidden_state_indices
+    if aux.convention == "default":
+        hidden = None
+        n = spec.target.num_hidden_layers
+        if spec.producer in TRAINS_WITH_DEFAULTS and n:
+            hidden = default_hidden_states(n)  # written out, so no engine default can differ
+        else:
+            why = (
+                f"{spec.producer} is not known to train with the default capture"
+                if n
+                else "the target's N is unknown (pass --target)"
+            )
+            findings.append(
+                Finding(
+                    "EC102",
+                    "warning",
+                    f"no aux-layer ids written: {why}; the engines keep using hs[2], hs[N//2], hs[N-3]",
+                    subject="eagle_aux_hidden_state_layer_ids",
+                )
+            )
+    qk_norm = any(_local(n).endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ckpt.tensors)
+    if qk_norm and draft_architecture(spec.attention, qk_norm) is None and profile in ("portable", "sglang"):
+        raise NormalizeRefused(
+            "the draft has q/k norm weights: SGLang's draft classes have none (it would drop them), and vLLM loads "
+            "them only as Eagle3Qwen3ForCausalLM",
+            path=src,
+            hint="use --profile vllm (writes architectures Eagle3Qwen3ForCausalLM)",
+        )
+    if len(set(aux.ids or [])) != len(aux.ids or []):
+        raise NormalizeRefused(f"aux-layer ids {aux.ids} repeat a layer; the engines capture each layer once", path=src)
+    sglang_ids, sglang_convention = None, None
+    if hidden is not None and profile in ("portable", "sglang"):
+        if family is None:
+            raise NormalizeRefused(
+                "SGLang reads eagle_config ids differently per target family, and the family is unknown",
+                path=src,
+                hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
+            )
+        found = eagle_config_ids_for(
+            "sglang", hidden, target.text_model_type if target else FAMILY_MODEL_TYPE.get(family), None
+        )
+        if found is None:
+            raise NormalizeRefused(
+                f"SGLang's rule for {family} targets cannot select hs{hidden}",
+                path=src,
+                hint="use --profile vllm for this draft",
+            )
+        sglang_ids, sglang_convention = found
+    flags = spec.flags
+    d = spec.dims
+    hidden_size = d.hidden_size or 0
+    lm_head = next((t for n, t in ckpt.tensors.items() if _local(n) == "lm_head.weight"), None)
+    draft_vocab = d.draft_vocab_size if d.draft_vocab_size is not None else (lm_head.shape[0] if lm_head else None)
+    stash = flatten_source(ckpt.config or {})[1]
+    prior = (ckpt.config or {}).get(PROVENANCE_KEY)
+    origin = {
+        "source_producer": spec.producer,
+        "source_layout": spec.layer_prefix,
+        "source_convention": aux.convention,
+        "source_ids": {"top-level": aux.top_level_ids, "eagle_config": aux.eagle_config_ids},
+    }
+    if isinstance(prior, dict):  # normalizing a normalized draft: the original source stays on record
+        origin.update({k: prior[k] for k in origin if k in prior})
+    provenance: dict[str, Any] = {
+        "version": __version__,
+        "profile": profile,
+        **origin,
+        "hidden_state_indices": hidden,
+        "target_family": family,
+        "aux_conventions": {"top-level": "input-to", "eagle_config": sglang_convention},
+    }
+    if stash:
+        provenance["speculators"] = stash
+    if target is not None:
+        hub_id = _hub_id(target.name_or_path)
+        # a Hub id or nothing: never the local path the target was read from
+        provenance["verifier"] = {"name_or_path": hub_id, "architectures": list(target.architectures)}
+    sem = Semantics(
+        attention=spec.attention,
+        num_aux_hidden_states=spec.num_aux_hidden_states,
+        target_hidden_size=spec.target_hidden_size or hidden_size,
+        draft_vocab_size=draft_vocab,
+        fc_norm=flags.fc_norm.value,
+        norm_output=flags.norm_output.value,
+        norm_before_fc=flags.norm_before_fc.value,
+        norm_before_residual=flags.norm_before_residual.value,
+        fc_bias="fc.bias" in {_local(n) for n in ckpt.tensors},
+        hidden_states=hidden,
+        sglang_ids=sglang_ids,
+        provenance=provenance,
+        speculators_stash=stash,
+        qk_norm=qk_norm,
+    )
+    return sem, findings
+
+
+def _hub_id(name: str | None) -> str | None:
+    """``owner/name`` when ``name`` is a Hub id; None for a local path or nothing."""
+    if not name or name.startswith((".", "/", "~")):
+        return None
+    ref = parse_repo_ref(name)
+    return ref[0] if ref else None
+
+
+def _local(name: str) -> str:
+    """A source tensor's name without its wrapper and layer prefixes."""
+    return split_name(name).local
+
+
+def _build_config(raw: dict[str, Any], sem: Semantics, profile: str) -> tuple[dict[str, Any], dict[str, str]]:
+    flat, _ = flatten_source(raw)
+    reasons: dict[str, str] = {}
+    return PROFILES[profile](flat, sem, reasons), reasons
+
+
+def _semantics_dict(sem: Semantics) -> dict[str, Any]:
+    doc = asdict(sem)
+    doc.pop("speculators_stash")
+    doc.pop("provenance")
+    return doc
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], reasons: dict[str, str], prefix: str = "") -> list[ConfigChange]:
+    changes: list[ConfigChange] = []
+    for key in list(old) + [k for k in new if k not in old]:
+        dotted = prefix + key
+        a, b = old.get(key), new.get(key)
+        if key in old and key in new and isinstance(a, dict) and isinstance(b, dict):
+            changes += _diff(a, b, reasons, dotted + ".")
+        elif key not in new:
+            changes.append(ConfigChange(dotted, "removed", a, None, reasons.get(dotted, "not part of this profile")))
+        elif key not in old or a != b:
+            why = reasons.get(dotted, reasons.get(prefix.rstrip("."), ""))
+            changes.append(ConfigChange(dotted, "added" if key not in old else "changed", a, b, why))
+    return changes

@@ -1,0 +1,192 @@
+"""Output profiles of `normalize`: how the resolved semantics of a draft are written as a config.
+
+A registry maps each profile name to one builder; every builder starts from the flattened source config (unknown
+keys preserved), writes the semantics explicitly and returns the config plus the reason for each key it set or
+removed, so the report can explain every change.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle_convert.draft.producers import PROVENANCE_KEY
+from eagle_convert.engines import draft_architecture, vllm_qk_norm_architecture
+from eagle_convert.read.config import IDS_KEY, SPECULATORS_LAYER_KEY
+
+# Keys the speculators format keeps at the top level; everything else lives in transformer_layer_config.
+SPECULATORS_TOP_KEYS = frozenset(
+    {
+        "architectures",
+        "speculators_model_type",
+        "speculators_version",
+        "speculators_config",
+        SPECULATORS_LAYER_KEY,
+        "draft_vocab_size",
+        "norm_before_residual",
+        "target_hidden_size",
+        IDS_KEY,
+        "norm_before_fc",
+        "fc_norm",
+        "norm_output",
+        "embed_requires_grad",
+        "torch_dtype",
+        "dtype",
+    }
+)
+SPECULATORS_WRAPPER_KEYS = ("speculators_model_type", "speculators_version", "speculators_config")
+# Keys that only make sense in the EAGLE3-config formats (dropped from transformer_layer_config).
+_EAGLE_ONLY_KEYS = frozenset(
+    {"eagle_config", PROVENANCE_KEY, "num_aux_hidden_states", "bias", "use_aux_norm", "tie_word_embeddings"}
+)
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """Everything normalize resolved about the draft; the same for every profile."""
+
+    attention: str
+    num_aux_hidden_states: int
+    target_hidden_size: int
+    draft_vocab_size: int | None
+    fc_norm: bool
+    norm_output: bool
+    norm_before_fc: bool
+    norm_before_residual: bool
+    fc_bias: bool
+    hidden_states: list[int] | None  # None: no ids, the engines' defaults apply
+    sglang_ids: list[int] | None
+    provenance: dict[str, Any]
+    speculators_stash: dict[str, Any] = field(default_factory=dict)
+    qk_norm: bool = False  # the draft attention has q_norm/k_norm weights
+
+
+Reasons = dict[str, str]
+
+
+def flatten_source(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(EAGLE3-style flat config, stash of speculators wrapper keys) from any source config."""
+    cfg = copy.deepcopy(raw)
+    stash: dict[str, Any] = {}
+    layer = cfg.pop(SPECULATORS_LAYER_KEY, None)
+    if isinstance(layer, dict):
+        stash["layer_architectures"] = layer.get("architectures")
+        stash["architectures"] = cfg.get("architectures")
+        for key in SPECULATORS_WRAPPER_KEYS:
+            if key in cfg:
+                stash[key] = cfg.pop(key)
+        cfg = {**{k: v for k, v in layer.items() if k != "architectures"}, **cfg}
+    provenance = cfg.get(PROVENANCE_KEY)
+    if isinstance(provenance, dict) and isinstance(provenance.get("speculators"), dict):
+        stash = {**provenance["speculators"], **stash}
+    return cfg, stash
+
+
+def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_ids: bool, nested_ids: bool) -> None:
+    """The explicit EAGLE3 config shared by the portable, sglang and vllm profiles (edits ``cfg`` in place)."""
+
+    def put(key: str, value: Any, why: str) -> None:
+        cfg[key] = value
+        reasons[key] = why
+
+    arch, model_type, why = draft_architecture(sem.attention, sem.qk_norm) or vllm_qk_norm_architecture()
+    put("architectures", [arch], why)
+    put("model_type", model_type, "the config class of the draft layer (" + why + ")")
+    put("draft_vocab_size", sem.draft_vocab_size, "explicit: SGLang Llama drafts fail when the key is missing")
+    put("target_hidden_size", sem.target_hidden_size, "explicit integer: null crashes both engines")
+    put("num_aux_hidden_states", sem.num_aux_hidden_states, "explicit fc width in aux states (K)")
+    put("tie_word_embeddings", False, "the draft head must never be re-tied to the V-row embedding")
+    put(
+        "bias",
+        sem.fc_bias,
+        "fc.bias exists (SGLang-only)" if sem.fc_bias else "no fc.bias; vLLM reads bias as o_proj bias",
+    )
+    for flag in ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual"):
+        put(flag, getattr(sem, flag), "explicit boolean for every flag")
+    if cfg.pop("use_aux_norm", None) is not None:
+        reasons["use_aux_norm"] = "legacy alias, written as fc_norm"
+    eagle_config = dict(cfg.get("eagle_config") or {})
+    if eagle_config.pop("norm_before_fc", None) is not None:
+        reasons["eagle_config.norm_before_fc"] = "written at the top level, where both engines read it"
+    if sem.hidden_states is not None and top_ids:
+        put(IDS_KEY, list(sem.hidden_states), "vLLM's convention (input-to): id j selects hs[j]")
+    elif cfg.pop(IDS_KEY, None) is not None:
+        reasons[IDS_KEY] = "this profile's engine does not read top-level ids"
+    if sem.hidden_states is not None and nested_ids and sem.sglang_ids is not None:
+        eagle_config[IDS_KEY] = list(sem.sglang_ids)
+        reasons[f"eagle_config.{IDS_KEY}"] = "SGLang's convention for the target family"
+    elif eagle_config.pop(IDS_KEY, None) is not None:
+        reasons[f"eagle_config.{IDS_KEY}"] = "this profile's engine does not read eagle_config ids"
+    if sem.hidden_states is not None or "use_aux_hidden_state" in eagle_config:
+        eagle_config["use_aux_hidden_state"] = True
+        reasons["eagle_config.use_aux_hidden_state"] = "the draft consumes aux hidden states"
+    if eagle_config:
+        put("eagle_config", eagle_config, "aux-layer settings")
+    else:
+        cfg.pop("eagle_config", None)
+    put(PROVENANCE_KEY, sem.provenance, "provenance: source producer, convention, hidden states, tool version")
+
+
+def _portable(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
+    _eagle_flat(cfg, sem, reasons, top_ids=True, nested_ids=True)
+    return cfg
+
+
+def _sglang(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
+    _eagle_flat(cfg, sem, reasons, top_ids=False, nested_ids=True)
+    return cfg
+
+
+def _vllm(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
+    _eagle_flat(cfg, sem, reasons, top_ids=True, nested_ids=False)
+    return cfg
+
+
+def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
+    stash = sem.speculators_stash
+    layer = {k: v for k, v in cfg.items() if k not in SPECULATORS_TOP_KEYS and k not in _EAGLE_ONLY_KEYS}
+    # vLLM routes a speculators eagle3 config by its layer model_type: qwen3 is the class with q/k norms
+    layer["architectures"] = stash.get("layer_architectures") or [
+        "Qwen3ForCausalLM" if sem.qk_norm else "LlamaForCausalLM"
+    ]
+    layer["model_type"] = "qwen3" if sem.qk_norm else "llama"
+    out: dict[str, Any] = {
+        "architectures": stash.get("architectures") or ["Eagle3Speculator"],
+        "speculators_model_type": stash.get("speculators_model_type", "eagle3"),
+        "speculators_version": stash.get("speculators_version", "0.3.0"),
+        "speculators_config": stash.get("speculators_config")
+        or {
+            "algorithm": "eagle3",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1}],
+            "default_proposal_method": "greedy",
+            "verifier": sem.provenance.get("verifier", {"name_or_path": None, "architectures": []}),
+        },
+        SPECULATORS_LAYER_KEY: layer,
+        "draft_vocab_size": sem.draft_vocab_size,
+        "target_hidden_size": sem.target_hidden_size,
+        "norm_before_residual": sem.norm_before_residual,
+        "norm_before_fc": sem.norm_before_fc,
+        "fc_norm": sem.fc_norm,
+        "norm_output": sem.norm_output,
+    }
+    if sem.hidden_states is not None:
+        out[IDS_KEY] = list(sem.hidden_states)
+    for key in ("torch_dtype", "dtype"):
+        if key in cfg:
+            out[key] = cfg[key]
+    reasons.update({key: "speculators format" for key in out})
+    reasons["norm_before_residual"] = "explicit: vLLM's speculators path assumes true when absent"
+    reasons[IDS_KEY] = "speculators ids are input-to (vLLM's convention)"
+    return out
+
+
+PROFILES: dict[str, Callable[[dict[str, Any], Semantics, Reasons], dict[str, Any]]] = {
+    "portable": _portable,
+    "sglang": _sglang,
+    "vllm": _vllm,
+    "speculators": _speculators,
+}
+# Output tensor layout of each profile (decoder-layer prefix); the speculators format uses layers.{i}.
+PROFILE_LAYOUT = {"portable": "midlayer.", "sglang": "midlayer.", "vllm": "midlayer.", "speculators": "layers.0."}

@@ -1,0 +1,283 @@
+"""The tensor half of `normalize`: every source tensor mapped, split, permuted or converted, and the output shards.
+
+Renamed tensors stay byte ranges of their source files (the writer copies them with the kernel); only fused splits
+(still byte ranges: row blocks of a row-major tensor), fc column permutations and vocabulary-map conversions
+compute bytes, one tensor at a time when the writer reaches them.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.draft.layouts import FC_NORM_RE
+from eagle_convert.draft.mapping import map_key, to_layout
+from eagle_convert.draft.producers import PROVENANCE_KEY
+from eagle_convert.errors import InputError, NormalizeRefused
+from eagle_convert.normalize.profiles import PROFILE_LAYOUT, Semantics
+from eagle_convert.normalize.writer import ShardPlan, TensorSource
+from eagle_convert.read.checkpoint import Checkpoint
+from eagle_convert.read.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
+
+_INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
+
+
+@dataclass(frozen=True)
+class TensorAction:
+    source: str | None
+    target: str | None
+    action: str  # keep, rename, split, permute, convert, derive, drop
+    why: str
+    dtype: str
+    shape: list[int]
+
+
+@dataclass
+class TensorPlan:
+    shards: list[ShardPlan]
+    actions: list[TensorAction]
+
+
+def nbytes(t: TensorSource) -> int:
+    return tensor_nbytes(t.dtype, t.shape) or 0
+
+
+def _read(root: Path, t: TensorInfo) -> bytes:
+    with open(root / t.shard, "rb") as f:
+        f.seek(t.start)
+        data = f.read(t.nbytes)
+    if len(data) != t.nbytes:
+        raise InputError(f"file ended inside tensor {t.name!r}", path=root / t.shard)
+    return data
+
+
+def _row_split(t: TensorInfo, rows: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Byte ranges and shapes of consecutive row blocks of a row-major tensor."""
+    if sum(rows) != t.shape[0]:
+        raise NormalizeRefused(f"fused tensor {t.name} {list(t.shape)} does not split into rows {rows}")
+    row_bytes = t.nbytes // t.shape[0]
+    out, cursor = [], t.start
+    for r in rows:
+        out.append((cursor, cursor + r * row_bytes, (r, *t.shape[1:])))
+        cursor += r * row_bytes
+    return out
+
+
+def _split_rows(spec: DraftSpec, local: str) -> list[tuple[str, int]]:
+    d = spec.dims
+    heads, kv, hd = d.num_attention_heads or 0, d.num_key_value_heads or 0, d.head_dim or 0
+    if local == "self_attn.qkv_proj.weight":
+        return [
+            ("self_attn.q_proj.weight", heads * hd),
+            ("self_attn.k_proj.weight", kv * hd),
+            ("self_attn.v_proj.weight", kv * hd),
+        ]
+    if local == "mlp.gate_up_proj.weight":
+        size = d.intermediate_size or 0
+        return [("mlp.gate_proj.weight", size), ("mlp.up_proj.weight", size)]
+    q, kv_rank, rope = d.q_lora_rank or 0, d.kv_lora_rank or 0, d.qk_rope_head_dim or 0
+    return [("self_attn.q_a_proj.weight", q), ("self_attn.kv_a_proj_with_mqa.weight", kv_rank + rope)]
+
+
+def _block_order(spec: DraftSpec) -> list[int] | None:
+    """fc block permutation that puts the aux states in ascending layer order, or None when already sorted."""
+    ids = spec.aux.ids or []
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    return None if order == list(range(len(ids))) else order
+
+
+def _permute_blocks(data: bytes, rows: int, blocks: int, order: list[int]) -> bytes:
+    """Reorder ``blocks`` equal column blocks in each of ``rows`` rows: new block j = old block order[j]."""
+    row = len(data) // rows
+    width = row // blocks
+    view = memoryview(data)
+    out = bytearray()
+    for r in range(rows):
+        base = r * row
+        for j in order:
+            out += view[base + j * width : base + (j + 1) * width]
+    return bytes(out)
+
+
+def _ints(data: bytes, dtype: str) -> array.array[int]:
+    values = array.array(_INT_FORMATS[dtype])
+    values.frombytes(data)
+    return values
+
+
+def plan_tensors(
+    src: Path, ckpt: Checkpoint, spec: DraftSpec, sem: Semantics, profile: str, max_shard_size: int | None
+) -> TensorPlan:
+    layout = spec.layer_prefix or "midlayer."
+    out_layout = PROFILE_LAYOUT[profile]
+    order = _block_order(spec)
+    position = {old: new for new, old in enumerate(order)} if order else {}
+    k = sem.num_aux_hidden_states
+    root = ckpt.root
+    per_shard: dict[str, list[TensorSource]] = {}
+    actions: list[TensorAction] = []
+    d2t_info: TensorInfo | None = None
+    d2t_shard = None
+
+    def emit(shard: str, source: TensorSource, src_name: str | None, action: str, why: str) -> None:
+        per_shard.setdefault(shard, []).append(source)
+        actions.append(TensorAction(src_name, source.name, action, why, source.dtype, list(source.shape)))
+
+    def name_out(canonical: str) -> str:
+        return to_layout(canonical, out_layout)
+
+    for t in sorted(ckpt.tensors.values(), key=lambda t: (t.shard, t.start)):
+        mapped = map_key(t.name, layout, str(src))
+        file = root / t.shard
+        if mapped.action == "drop":
+            actions.append(TensorAction(t.name, None, "drop", mapped.why, t.dtype, list(t.shape)))
+            continue
+        target = mapped.target
+        fc_norm = FC_NORM_RE.fullmatch(target)
+        if mapped.action == "split":
+            local = target.split(".", 1)[1] if target.startswith("midlayer.") else target
+            parts = _split_rows(spec, local)
+            for (name, _), (start, end, shape) in zip(parts, _row_split(t, [r for _, r in parts]), strict=True):
+                emit(
+                    t.shard,
+                    TensorSource(name_out("midlayer." + name), t.dtype, shape, file, start, end),
+                    t.name,
+                    "split",
+                    "engine-internal fusion stored split (rows of the fused tensor)",
+                )
+        elif target == "fc.weight" and order:
+            rows = t.shape[0]
+            emit(
+                t.shard,
+                TensorSource(
+                    name_out(target),
+                    t.dtype,
+                    t.shape,
+                    compute=partial(_permuted, root, t, rows, k, order),
+                ),
+                t.name,
+                "permute",
+                f"fc column blocks reordered to ascending aux-layer order {order}",
+            )
+        elif target == "input_norm.weight" and order:
+            emit(
+                t.shard,
+                TensorSource(name_out(target), t.dtype, t.shape, compute=partial(_permuted, root, t, 1, k, order)),
+                t.name,
+                "permute",
+                "input_norm segments reordered to ascending aux-layer order",
+            )
+        elif fc_norm and order:
+            new = f"fc_norm.{position[int(fc_norm.group(1))]}.weight"
+            emit(
+                t.shard,
+                TensorSource(name_out(new), t.dtype, t.shape, file, t.start, t.end),
+                t.name,
+                "rename",
+                "fc_norm index follows the ascending aux-layer order",
+            )
+        elif target == "d2t" and t.dtype != "I64":
+            if t.dtype not in INT_DTYPES:
+                raise NormalizeRefused(f"d2t has dtype {t.dtype}; it must hold integer offsets", path=src)
+            emit(
+                t.shard,
+                TensorSource(
+                    "d2t",
+                    "I64",
+                    t.shape,
+                    compute=partial(_as_int64, root, t),
+                ),
+                t.name,
+                "convert",
+                f"d2t {t.dtype} -> I64, the dtype both engines expect",
+            )
+        elif target == "t2d" and t.dtype != "BOOL":
+            emit(
+                t.shard,
+                TensorSource("t2d", "BOOL", t.shape, compute=partial(_as_bool, root, t)),
+                t.name,
+                "convert",
+                f"t2d {t.dtype} -> BOOL",
+            )
+        else:
+            out_name = name_out(target)
+            relaid = mapped.action == "keep" and out_name != t.name  # the profile's layout renames it
+            emit(
+                t.shard,
+                TensorSource(out_name, t.dtype, t.shape, file, t.start, t.end),
+                t.name,
+                "rename" if relaid else mapped.action,
+                f"{profile} profile stores the layer as {out_layout}" if relaid else mapped.why,
+            )
+        if target == "d2t":
+            d2t_info, d2t_shard = t, t.shard
+
+    if d2t_info is not None and not spec.vocab.has_t2d:
+        vocab = spec.dims.vocab_size
+        if vocab is None:
+            raise NormalizeRefused("t2d is missing and vocab_size is unknown, so it cannot be derived", path=src)
+        info = d2t_info
+        emit(
+            d2t_shard or info.shard,
+            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, root, info, vocab, src)),
+            None,
+            "derive",
+            "t2d derived from d2t (t2d[d + d2t[d]] = true)",
+        )
+    return TensorPlan(_shards(ckpt, per_shard, max_shard_size), actions)
+
+
+def _permuted(root: Path, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
+    return _permute_blocks(_read(root, t), rows, blocks, order)
+
+
+def _as_int64(root: Path, t: TensorInfo) -> bytes:
+    return array.array("q", _ints(_read(root, t), t.dtype)).tobytes()
+
+
+def _as_bool(root: Path, t: TensorInfo) -> bytes:
+    values = _ints(_read(root, t), t.dtype) if t.dtype in INT_DTYPES else None
+    if values is None or any(v not in (0, 1) for v in values):
+        raise NormalizeRefused(f"t2d ({t.dtype}) holds values other than 0 and 1")
+    return bytes(values)
+
+
+def _derive_t2d(root: Path, t: TensorInfo, vocab: int, src: Path) -> bytes:
+    offsets = _ints(_read(root, t), t.dtype)
+    mask = bytearray(vocab)
+    for d, off in enumerate(offsets):
+        target = d + off
+        if not 0 <= target < vocab:
+            raise NormalizeRefused(
+                f"d2t maps draft token {d} to {target}, outside the {vocab}-token vocabulary", path=src
+            )
+        mask[target] = 1
+    return bytes(mask)
+
+
+def _shards(ckpt: Checkpoint, per_shard: dict[str, list[TensorSource]], max_size: int | None) -> list[ShardPlan]:
+    metadata = {s.name: {k: v for k, v in s.metadata.items() if k != PROVENANCE_KEY} for s in ckpt.shards}
+    if max_size is None:
+        if len(per_shard) == 1:
+            ((name, tensors),) = per_shard.items()
+            return [ShardPlan("model.safetensors", tuple(tensors), metadata.get(name, {"format": "pt"}))]
+        return [
+            ShardPlan(name, tuple(per_shard[name]), metadata.get(name, {"format": "pt"})) for name in sorted(per_shard)
+        ]
+    groups: list[list[TensorSource]] = [[]]
+    size = 0
+    for tensors in (per_shard[n] for n in sorted(per_shard)):
+        for t in tensors:
+            if groups[-1] and size + nbytes(t) > max_size:
+                groups.append([])
+                size = 0
+            groups[-1].append(t)
+            size += nbytes(t)
+    base = {"format": "pt"}
+    if len(groups) == 1:
+        return [ShardPlan("model.safetensors", tuple(groups[0]), base)]
+    n = len(groups)
+    return [ShardPlan(f"model-{i:05d}-of-{n:05d}.safetensors", tuple(g), base) for i, g in enumerate(groups, 1)]

@@ -1,0 +1,421 @@
+"""The acceptance probe: run the target and the draft together and measure how well the draft predicts.
+
+The target runs layer by layer (reference/llama.py or reference/deepseek.py) over token sequences, capturing every
+hidden state a reading of the draft's config could select. The draft then runs k-step greedy chains from every
+position (reference/eagle3_draft.py) under the configured reading and under the alternatives a deployment could
+silently apply (see :func:`readings`). For each reading: top-1 agreement of the first draft token with the target's
+greedy next token over every position, and acceptance as the engines count it (probe_stats.py: speculative decoding
+along the text, cycle by cycle). Readings are compared with the configured one position by position; one that beats
+it decisively means the config says something the weights were not trained on.
+
+Text (probe_text.py): by default the target's own greedy continuations of varied prompts, generated with a KV cache
+(reference/llama_decode.py) that captures the hidden states on the way, ROUND prompts at a time: at least
+``min_positions`` scored positions, and more rounds (up to MAX_ROUNDS_FACTOR times as many) while a comparison is
+inconclusive. Given token ids are scored in packed, teacher-forced passes; acceptance on text that leaves the
+target's greedy path is a lower bound (a chain stops where the text does). Top-1 agreement is exact on any text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.draft.mapping import map_key
+from eagle_convert.errors import InputError, UsageError
+from eagle_convert.probe.stats import Cycles, Paired, compare, sign_test, simulate, wilson
+from eagle_convert.probe.target import Chunk, Progress, Target, Ticker, generated, teacher_forced
+from eagle_convert.probe.text import NEW_TOKENS, ROUND, prompt_pool
+from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference.compute import CPU_FLOAT32, Compute
+
+__all__ = ["sign_test"]
+MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
+MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
+TEXTS = ("greedy", "sampled")
+
+
+@dataclass(frozen=True)
+class Reading:
+    name: str
+    hidden_states: tuple[int, ...]
+    norm_output: bool  # the next chain step takes the post-norm hidden state (the engines' meaning)
+    head_norm: bool = True  # lm_head reads norm(hidden); SpecForge 0.2.0 skips the norm when its norm_output is false
+    diagnostic: bool = False  # reported, never a finding (one aux state shifted alone)
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    reading: str
+    hidden_states: list[int]
+    norm_output: bool
+    top1: float  # first draft token == the target's greedy next token, over every position
+    acceptance_length: float  # engine definition: 1 + accepted draft tokens per draft/verify cycle
+    wins: int = 0  # positions where this reading does better than the configured one (accepted, then first token)
+    losses: int = 0  # ... and worse
+    p_value: float = 1.0  # two-sided exact sign test of wins against losses
+    top1_ci: list[float] = field(default_factory=lambda: [0.0, 1.0])  # 95% Wilson interval
+    acceptance_length_ci: list[float] = field(default_factory=lambda: [1.0, 1.0])  # 95%
+    acceptance_rates: list[float] = field(default_factory=list)  # per draft position: share of cycles accepting it
+    cycles: int = 0
+    delta_top1: float = 0.0  # this reading minus the configured one, paired over the same positions
+    delta_top1_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    delta_accepted: float = 0.0  # accepted draft tokens per position, this reading minus the configured one
+    delta_accepted_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    verdict: str = "configured"  # configured | better | worse | no better | inconclusive
+    positions_needed: int | None = None  # when inconclusive: about how many positions would settle it
+    head_norm: bool = True
+    diagnostic: bool = False
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    sequences: int
+    positions: int
+    steps: int
+    configured: str
+    best: str  # a reading that decisively beats the configured one, else the configured one
+    rows: list[ProbeRow]
+    device: str = "cpu"
+    dtype: str = "float32"
+    text: str = "given"  # "given" (--token-ids), or the target's own "greedy" or "sampled" continuations
+    decided: bool = True  # every comparison that can raise a finding is decided (none inconclusive)
+    min_positions: int = MIN_POSITIONS
+
+    def row(self, name: str) -> ProbeRow:
+        return next(r for r in self.rows if r.reading == name)
+
+
+def _draft_state(ckpt: Checkpoint, spec: DraftSpec) -> dict[str, torch.Tensor]:
+    """The draft's tensors under canonical names (a rename only: fused or legacy layouts must be normalized)."""
+    from safetensors import safe_open
+
+    state: dict[str, torch.Tensor] = {}
+    by_shard: dict[str, list[str]] = {}
+    for name, info in ckpt.tensors.items():
+        by_shard.setdefault(info.shard, []).append(name)
+    for shard, names in by_shard.items():
+        with safe_open(str(ckpt.root / shard), framework="pt") as f:
+            for name in names:
+                mapped = map_key(name, spec.layer_prefix or "midlayer.", str(ckpt.root))
+                if mapped.action == "drop":
+                    continue
+                if mapped.action == "split" or "aux_norm" in name:
+                    raise UsageError(
+                        "the forward levels read canonical drafts: run `eagle-convert normalize` first",
+                        path=ckpt.root,
+                        hint="then verify the normalized output",
+                    )
+                state[mapped.target] = f.get_tensor(name)
+    return state
+
+
+def _draft_config(spec: DraftSpec) -> eagle3_draft.DraftConfig:
+    from eagle_convert.normalize.profiles import flatten_source
+
+    raw, _ = flatten_source(spec.config.raw)  # the speculators format keeps the layer settings nested
+    raw.pop("use_aux_norm", None)
+    return eagle3_draft.DraftConfig.from_config(raw)
+
+
+def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
+    """(name of the configured reading, every reading to measure)."""
+    configured = spec.aux.hidden_state_indices
+    name = "configured"
+    if configured is None and spec.aux.ids:  # ambiguous: measure both readings of the ids
+        configured, name = sorted(set(spec.aux.ids)), "ids as input-to"
+    if configured is None:
+        configured = sorted({2, num_layers // 2, num_layers - 3})
+        name = "engine defaults"
+    norm_output = spec.flags.norm_output.value
+    out = [Reading(name, tuple(configured), norm_output)]
+    for shift, label in ((1, "ids read as output-of (one layer later)"), (-1, "ids one layer earlier")):
+        shifted = tuple(j + shift for j in configured)
+        if all(0 <= j <= num_layers for j in shifted):
+            out.append(
+                Reading(label if name != "ids as input-to" or shift != 1 else "ids as output-of", shifted, norm_output)
+            )
+    out.append(Reading(f"norm_output {str(not norm_output).lower()}", tuple(configured), not norm_output))
+    # SpecForge 0.2.0: norm_output (default true) gates the final norm before lm_head, and training always feeds the
+    # next step the pre-norm hidden state (llama3_eagle.py:1690,1772-1777; algorithms/eagle3/model.py:397).
+    raw = spec.config.raw.get("norm_output")
+    specforge = Reading("norm_output as SpecForge 0.2.0 reads it", tuple(configured), False, raw is not False)
+    if all((r.hidden_states, r.norm_output, r.head_norm) != (specforge.hidden_states, False, specforge.head_norm)
+           for r in out):  # fmt: skip
+        out.append(specforge)
+    for k, j in enumerate(configured):  # diagnostics: which aux state the draft leans on
+        for shift in (-1, 1):
+            moved = list(configured)
+            moved[k] = j + shift
+            if 0 <= j + shift <= num_layers and len(set(moved)) == len(moved):
+                label = f"hs[{j}] alone {'one layer earlier' if shift < 0 else 'one layer later'}"
+                out.append(Reading(label, tuple(moved), norm_output, diagnostic=True))
+    return name, out
+
+
+def _score(
+    chunk: Chunk,
+    reading: Reading,
+    cfg: eagle3_draft.DraftConfig,
+    weights: eagle3_draft.DraftWeights,
+    embed: torch.Tensor | None,
+    steps: int,
+    stop: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """(first draft token is the target's greedy token, accepted draft tokens) for each scored row, and the accepted
+    count of each draft/verify cycle along the sequence, up to row ``stop`` (default: the last row whose chain the
+    text can verify whole).
+
+    Row t of the chain takes the states of position t and token t+1, and drafts tokens t+2, t+3, ...; a draft token
+    is accepted while it equals the text's next token and that token is the target's greedy choice."""
+    ids, t_len = chunk.ids, chunk.ids.numel()
+    device = weights["norm.weight"].device
+    aux = torch.cat([chunk.hidden[j] for j in reading.hidden_states], dim=-1).to(device)  # [T-1, K*Ht]
+    rcfg = dataclasses.replace(cfg, norm_output=reading.norm_output, head_norm=reading.head_norm)
+    steps = 1 if reading.diagnostic else steps  # diagnostics compare the first draft token only
+    chain = eagle3_draft.chain(rcfg, weights, ids[1:].to(device), aux, steps, embed=embed)
+    rows = torch.arange(t_len - 2)
+    greedy = torch.cat([chunk.greedy, torch.tensor([-1])])  # [T]: no greedy token after the last one
+    tokens = [step.target_tokens[: t_len - 2].cpu() for step in chain]
+    top1 = tokens[0] == greedy[1 : t_len - 1]
+    alive = torch.ones(t_len - 2, dtype=torch.bool)
+    accepted = torch.zeros(t_len - 2, dtype=torch.int64)
+    for s, drafted in enumerate(tokens):
+        pos = (rows + 2 + s).clamp(max=t_len - 1)
+        alive &= (rows + 2 + s < t_len) & (drafted == ids[pos]) & (ids[pos] == greedy[pos - 1])
+        accepted += alive
+    cycles = simulate(accepted, chunk.start, t_len - 1 - steps if stop is None else stop)
+    return top1[chunk.start :], accepted[chunk.start :], cycles
+
+
+def _rows(
+    candidates: list[Reading], scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]], steps: int
+) -> list[ProbeRow]:
+    base_top1 = torch.cat([s[0] for s in scores[candidates[0].name]])
+    base_acc = torch.cat([s[1] for s in scores[candidates[0].name]])
+    out = []
+    for i, r in enumerate(candidates):
+        top1 = torch.cat([s[0] for s in scores[r.name]])
+        acc = torch.cat([s[1] for s in scores[r.name]])
+        cycles = Cycles(torch.tensor([c for s in scores[r.name] for c in s[2]], dtype=torch.int64), steps)
+        paired: Paired | None = None
+        if r.diagnostic:  # one draft step: paired on the first token alone
+            paired = compare(top1, top1.long(), base_top1, base_top1.long())
+            cycles = dataclasses.replace(cycles, steps=1)
+        else:
+            paired = compare(top1, acc, base_top1, base_acc) if i else None
+        out.append(_row(r, top1, cycles, paired))
+    return out
+
+
+def _row(r: Reading, top1: torch.Tensor, cycles: Cycles, paired: Paired | None) -> ProbeRow:
+    n, hits = top1.numel(), int(top1.sum())
+    low, high = cycles.interval()
+    extra: dict[str, Any] = {}
+    if paired is not None:
+        extra = {k: getattr(paired, k) for k in ("wins", "losses", "p_value", "delta_top1", "delta_accepted")}
+        extra |= {k: list(getattr(paired, k)) for k in ("delta_top1_ci", "delta_accepted_ci")}
+        extra["verdict"] = paired.verdict
+        extra["positions_needed"] = paired.positions_needed
+    return ProbeRow(
+        r.name,
+        list(r.hidden_states),
+        r.norm_output,
+        round(hits / n, 4) if n else 0.0,
+        round(cycles.acceptance_length, 4),
+        top1_ci=list(wilson(hits, n)),
+        acceptance_length_ci=[round(low, 4), round(high, 4)],
+        acceptance_rates=cycles.rates(),
+        cycles=int(cycles.accepted.numel()),
+        head_norm=r.head_norm,
+        diagnostic=r.diagnostic,
+        **extra,
+    )
+
+
+def decided(rows: list[ProbeRow]) -> bool:
+    """No comparison that can raise a finding is inconclusive."""
+    return all(r.verdict != "inconclusive" for r in rows if not r.diagnostic)
+
+
+def winner(rows: list[ProbeRow]) -> ProbeRow | None:
+    """The reading that beats the configured one most, when one beats it decisively (never on weak evidence)."""
+    better = [r for r in rows if r.verdict == "better" and not r.diagnostic]
+    return max(better, key=lambda r: (r.delta_accepted + r.delta_top1, r.delta_top1)) if better else None
+
+
+def measure_convention(
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    *,
+    steps: int = 3,
+    compute: Compute = CPU_FLOAT32,
+    token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
+    min_positions: int = MIN_POSITIONS,
+    progress: Progress | None = None,
+) -> tuple[str, str]:
+    """(convention, evidence): which reading of the draft's ids the target's hidden states confirm.
+
+    Both readings are measured whatever the config says; a difference the paired test cannot call decisive, or one
+    below the effect floor, is refused, never guessed."""
+    spec = detect(open_checkpoint(draft_dir))
+    ids = sorted(set(spec.aux.ids or []))
+    if not ids:
+        raise UsageError("the draft has no aux-layer ids, so there is no convention to measure", path=draft_dir)
+    norm_output = spec.flags.norm_output.value
+    both = [Reading("input-to", tuple(ids), norm_output), Reading("output-of", tuple(i + 1 for i in ids), norm_output)]
+    result = run_probe(
+        draft_dir,
+        target_dir,
+        steps=steps,
+        candidates=both,
+        compute=compute,
+        token_ids=token_ids,
+        prompts=prompts,
+        min_positions=min_positions,
+        progress=progress,
+    )
+    a, b = result.row("input-to"), result.row("output-of")
+    evidence = (
+        f"measured against the target over {result.positions} positions: input-to hs{a.hidden_states} top-1 "
+        f"{a.top1:.1%}, output-of hs{b.hidden_states} top-1 {b.top1:.1%} (difference {b.delta_top1:+.1%}, 95% CI "
+        f"{b.delta_top1_ci[0]:+.1%} to {b.delta_top1_ci[1]:+.1%}, sign test p = {b.p_value:.2g})"
+    )
+    if b.verdict == "better":
+        return "output-of", evidence
+    if b.verdict == "worse":
+        return "input-to", evidence
+    needed = f"; about {b.positions_needed} positions would settle it" if b.positions_needed else ""
+    raise UsageError(
+        f"the probe cannot tell the conventions apart ({evidence}{needed})",
+        path=draft_dir,
+        hint="pass --aux-convention output-of or input-to, or probe with more text (--probe-positions, --prompts)",
+    )
+
+
+def run_probe(
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    *,
+    token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
+    steps: int = 3,
+    candidates: list[Reading] | None = None,
+    compute: Compute = CPU_FLOAT32,
+    progress: Progress | None = None,
+    text: str = "greedy",
+    min_positions: int = MIN_POSITIONS,
+) -> ProbeResult:
+    """Measure the draft against the target under every reading; see the module docstring."""
+    if text not in TEXTS:
+        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
+    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
+    if candidates is None:
+        configured, candidates = readings(spec, target.num_layers)
+    else:
+        configured = candidates[0].name
+    vocab = target.config.vocab_size or cfg.vocab_size
+    wanted = sorted({j for r in candidates for j in r.hidden_states})
+    scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]] = {r.name: [] for r in candidates}
+    if token_ids is not None:
+        given = [s for s in token_ids if len(s) >= 3]
+        if not given:
+            raise InputError("the probe needs token sequences of at least 3 tokens", hint="pass longer --token-ids")
+        rounds: list[list[list[int]]] = [given]
+    else:
+        pool = prompt_pool(Path(target_dir), vocab, prompts)
+        rounds = [pool[i : i + ROUND] for i in range(0, len(pool), ROUND)]
+    new_tokens = min(NEW_TOKENS, -(-min_positions // ROUND) + 16)  # a small --probe-positions: shorter text
+    n_sequences, rows = 0, []
+    for batch in rounds:
+        if token_ids is not None:
+            chunks = teacher_forced(target, batch, [0] * len(batch), wanted, progress)
+        else:
+            chunks = generated(target, batch, text, wanted, progress, new_tokens)
+        chunks = [c for c in chunks if c.ids.numel() - 2 > c.start]
+        n_sequences += len(chunks)
+        ticker = Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))
+        for chunk in chunks:
+            for r in candidates:
+                scores[r.name].append(_score(chunk, r, cfg, weights, embed, steps))
+                ticker(0)
+        if not scores[configured]:
+            continue
+        rows = _rows(candidates, scores, steps)
+        positions = sum(s[0].numel() for s in scores[configured])
+        if positions >= MAX_ROUNDS_FACTOR * min_positions or (positions >= min_positions and decided(rows)):
+            break
+    if not rows:
+        raise InputError("the probe text left no position to score", hint="pass longer --token-ids or --prompts")
+    best = winner(rows)
+    return ProbeResult(
+        n_sequences,
+        sum(s[0].numel() for s in scores[configured]),
+        steps,
+        configured,
+        best.reading if best else configured,
+        rows,
+        compute.describe(),
+        compute.dtype_name,
+        "given" if token_ids is not None else text,
+        decided(rows),
+        min_positions,
+    )
+
+
+@dataclass(frozen=True)
+class EngineRunPrediction:
+    """What the probe predicts for an engine's run: greedy speculative decoding of ``new_tokens`` from each prompt,
+    ``steps`` draft tokens per cycle, the draft read as configured."""
+
+    acceptance_length: float  # 1 + accepted draft tokens per draft/verify cycle
+    acceptance_rates: list[float]  # per draft position: share of cycles accepting it
+    cycles: int
+    outputs: list[list[int]]  # the reference target's greedy continuation of each prompt (the text it ran on)
+
+
+def predict_engine_run(
+    draft_dir: str | Path,
+    target_dir: str | Path,
+    prompts: list[list[int]],
+    new_tokens: int,
+    *,
+    steps: int = 3,
+    compute: Compute = CPU_FLOAT32,
+) -> EngineRunPrediction:
+    """The probe on exactly the run the engine level makes: the target's greedy continuation of each prompt,
+    ``new_tokens`` of them whatever the end-of-sequence token (the engine level ignores it), cycles counted as the
+    engines count them: the target's prefill yields the first new token, each cycle drafts ``steps`` tokens from the
+    last verified one and verifies them, and a prompt is done once its new tokens are out. Its last cycle verifies a
+    whole chain even past ``new_tokens``, so the text is generated ``steps`` tokens further."""
+    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
+    reading = readings(spec, target.num_layers)[1][0]  # the configured one
+    wanted = list(reading.hidden_states)
+    chunks = generated(target, prompts, "greedy", wanted, None, new_tokens + steps, ignore_eos=True)
+    cycles: list[int] = []
+    for chunk in chunks:
+        # the cycle at row t follows t + 2 known tokens: drafting goes on while fewer than new_tokens are out
+        cycles += _score(chunk, reading, cfg, weights, embed, steps, chunk.start + new_tokens - 1)[2]
+    run = Cycles(torch.tensor(cycles, dtype=torch.int64), steps)
+    outputs = [c.ids[len(p) : len(p) + new_tokens].tolist() for p, c in zip(prompts, chunks, strict=True)]
+    return EngineRunPrediction(round(run.acceptance_length, 4), run.rates(), len(cycles), outputs)
+
+
+def _pair(
+    draft_dir: str | Path, target_dir: str | Path, compute: Compute
+) -> tuple[Target, DraftSpec, eagle3_draft.DraftConfig, eagle3_draft.DraftWeights, torch.Tensor | None]:
+    """The target, and the draft loaded for the reference forward: (target, spec, config, weights, the embedding
+    the draft borrows from the target or None)."""
+    target = Target(Path(target_dir), compute)
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt, target.config)
+    cfg = _draft_config(spec)
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=compute.dtype, device=compute.device)
+    embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
+    return target, spec, cfg, weights, embed

@@ -1,0 +1,263 @@
+"""The probe's target: the reference forward of the target model, and the text the probe scores with its states.
+
+:class:`Target` runs the target layer by layer (reference/llama.py or reference/deepseek.py) on one device and
+dtype; :func:`teacher_forced` scores given text in packed passes; :func:`generated` has the target continue prompts
+greedily with a KV cache (reference/llama_decode.py), capturing the hidden states on the way, and keeps the last
+few texts for the rest of the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle_convert.errors import InputError
+from eagle_convert.probe.text import NEW_TOKENS, eos_id
+from eagle_convert.read.config import TargetConfig
+from eagle_convert.reference import fp8
+from eagle_convert.reference.compute import CPU_FLOAT32, Compute
+from eagle_convert.reference.llama import SafetensorsWeights
+from eagle_convert.reference.packing import segments
+
+# Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
+LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
+
+Progress = Callable[[str, int, int], None]
+"""``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
+
+
+class Target:
+    """A target model for the probe: config, weights and its streaming forward on one device and dtype."""
+
+    def __init__(self, directory: Path, compute: Compute = CPU_FLOAT32) -> None:
+        self.directory = directory.resolve()
+        self.config = TargetConfig.from_path(directory)
+        raw = raw_config(directory)
+        self.weights = SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
+        self.compute = compute
+        if self.config.family == "deepseek":
+            from eagle_convert.reference import deepseek
+
+            self._cfg: Any = deepseek.DeepseekConfig.from_hf(raw)
+            self._forward: Any = deepseek.forward_streaming
+        else:
+            from eagle_convert.reference import llama
+
+            self._cfg = llama.LlamaConfig.from_hf(raw)
+            self._forward = llama.forward_streaming
+        self.num_layers = self.config.num_hidden_layers
+        self.vocab_size = int(self._cfg.vocab_size)
+        self.pack_tokens = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // self.vocab_size))
+        self.eos = eos_id(directory)
+
+    def run(
+        self,
+        ids: torch.Tensor,
+        capture: Iterable[int],
+        *,
+        lengths: Sequence[int] | None = None,
+        on_layer: Callable[[int], None] | None = None,
+    ) -> Any:
+        device, dtype = self.compute.device, self.compute.dtype
+        return self._forward(
+            self._cfg,
+            self.weights,
+            ids,
+            capture=capture,
+            device=device,
+            dtype=dtype,
+            lengths=lengths,
+            on_layer=on_layer,
+        )
+
+    def passes(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Sequence indices grouped into packed passes of at most ``pack_tokens`` tokens (a longer one alone)."""
+        groups: list[list[int]] = []
+        size = 0
+        for i, n in enumerate(lengths):
+            if not groups or size + n > self.pack_tokens:
+                groups.append([])
+                size = 0
+            groups[-1].append(i)
+            size += n
+        return groups
+
+    def run_packed(
+        self, sequences: Sequence[Sequence[int]], group: list[int], capture: Iterable[int], tick: Callable[[int], None]
+    ) -> tuple[Any, tuple[tuple[int, int], ...]]:
+        """One packed pass over ``sequences[i]`` for i in ``group``: (output, each sequence's (start, stop))."""
+        lengths = [len(sequences[i]) for i in group]
+        ids = torch.tensor([t for i in group for t in sequences[i]], dtype=torch.int64)
+        return self.run(ids, capture, lengths=lengths, on_layer=tick), segments(lengths)
+
+    def embedding(self) -> torch.Tensor:
+        name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
+        if name is None:
+            raise InputError("the target has no embed_tokens weight", path=self.config.source)
+        return self.weights.get(name).to(self.compute.device, self.compute.dtype)
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        new_tokens: int,
+        progress: Progress | None = None,
+        *,
+        sample_seed: int | None = None,
+    ) -> list[list[int]]:
+        """Each prompt followed by the target's own continuation, greedy or (``sample_seed``) sampled at temperature
+        1, all prompts packed into each pass (one read of the weights per new token; full recomputation, no cache)."""
+        seqs = [list(p) for p in prompts]
+        g = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
+        plans = [self.passes([len(p) + step for p in prompts]) for step in range(new_tokens)]
+        ticker = Ticker(progress, "target: generating probe text", sum(map(len, plans)) * self.num_layers)
+        for plan in plans:
+            for group in plan:
+                out, spans = self.run_packed(seqs, group, (), ticker)
+                for i, (_, stop) in zip(group, spans, strict=True):
+                    last = out.logits[stop - 1].float().cpu()
+                    pick = last.argmax() if g is None else torch.multinomial(last.softmax(-1), 1, generator=g)[0]
+                    seqs[i].append(int(pick))
+        return seqs
+
+
+class Ticker:
+    """Counts target layers for a :data:`Progress` callback."""
+
+    def __init__(self, progress: Progress | None, what: str, total: int) -> None:
+        self.progress, self.what, self.total, self.done = progress, what, total, 0
+        if progress is not None:
+            progress(what, 0, total)
+
+    def __call__(self, _layer: int) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.what, self.done, self.total)
+
+    def finish(self) -> None:
+        """Done early (generation that every sequence ended before its last step)."""
+        if self.progress is not None and self.done < self.total:
+            self.done = self.total
+            self.progress(self.what, self.done, self.total)
+
+
+def raw_config(directory: Path) -> dict[str, Any]:
+    from eagle_convert.errors import ConfigError
+    from eagle_convert.read.jsonstrict import load_json_object
+
+    path = directory / "config.json" if directory.is_dir() else directory
+    return load_json_object(path, ConfigError, "target config")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One scored sequence: tokens ``[T]``, the first row to score, the target's states at positions 0..T-2 for
+    every wanted boundary, and its greedy next token after each of those positions ``[T-1]``."""
+
+    ids: torch.Tensor
+    start: int
+    hidden: dict[int, torch.Tensor]
+    greedy: torch.Tensor
+
+
+def teacher_forced(
+    target: Target, sequences: list[list[int]], starts: list[int], wanted: list[int], progress: Progress | None
+) -> list[Chunk]:
+    """Packed teacher-forced passes over the sequences (given text, or text generated without a cache)."""
+    plan = target.passes([len(s) for s in sequences])
+    ticker = Ticker(progress, "probe: target passes", len(plan) * target.num_layers)
+    chunks: list[Chunk] = []
+    for group in plan:
+        out, spans = target.run_packed(sequences, group, wanted, ticker)
+        greedy = out.logits.argmax(-1).cpu()  # the target's next token after each position
+        for i, (a, b) in zip(group, spans, strict=True):
+            hidden = {j: out.hidden[j][a : b - 1] for j in wanted}
+            chunks.append(Chunk(torch.tensor(sequences[i]), starts[i], hidden, greedy[a : b - 1]))
+    return chunks
+
+
+def generated(
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int = NEW_TOKENS,
+    *,
+    ignore_eos: bool = False,
+) -> list[Chunk]:
+    """The target's own continuations of ``prompts``, scored from the last prompt position on; each ends at the
+    target's end-of-sequence token unless ``ignore_eos`` (the engine level generates a fixed number of tokens).
+
+    Kept for the rest of the process (the last few texts), with every boundary when that is small: probing several
+    drafts of one target (CI, or verify after normalize) generates the text once."""
+    hidden_size = int(target._cfg.hidden_size)
+    width = max(len(p) for p in prompts) + new_tokens
+    if (target.num_layers + 1) * hidden_size * len(prompts) * width * 4 <= CACHE_BYTES:
+        wanted = list(range(target.num_layers + 1))
+    same = (str(target.directory), tuple(map(tuple, prompts)), text, new_tokens, str(target.compute), ignore_eos)
+    hit = next((v for k, v in _TEXTS if k[:-1] == same and set(wanted) <= set(k[-1])), None)
+    if hit is None:
+        hit = _generate_text(target, prompts, text, wanted, progress, new_tokens, None if ignore_eos else target.eos)
+        key = (*same, tuple(wanted))
+        _TEXTS.append((key, hit))
+        del _TEXTS[:-3]
+    return hit
+
+
+_TEXTS: list[tuple[tuple[Any, ...], list[Chunk]]] = []
+CACHE_BYTES = 2**30  # capture every boundary of the generated text when it takes at most this much
+
+
+def _generate_text(
+    target: Target,
+    prompts: list[list[int]],
+    text: str,
+    wanted: list[int],
+    progress: Progress | None,
+    new_tokens: int,
+    eos: int | None,
+) -> list[Chunk]:
+    starts = [max(len(p) - 1, 0) for p in prompts]
+    if text == "greedy" and target.config.family != "deepseek":
+        from eagle_convert.reference.llama_decode import generate_greedy
+
+        ticker = Ticker(progress, "target: generating probe text", new_tokens)
+        gen = generate_greedy(
+            target._cfg,
+            target.weights,
+            prompts,
+            new_tokens,
+            capture=wanted,
+            eos=eos,
+            device=target.compute.device,
+            dtype=target.compute.dtype,
+            on_step=ticker,
+        )
+        ticker.finish()
+        return [
+            Chunk(torch.tensor(s), start, hidden, torch.tensor(s[1:]))  # greedy text: the next token is the greedy one
+            for s, start, hidden in zip(gen.sequences, starts, gen.hidden, strict=True)
+        ]
+    seqs = target.generate(prompts, new_tokens, progress, sample_seed=0 if text == "sampled" else None)
+    return teacher_forced(target, seqs, starts, wanted, progress)
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``|a - b| / |b|`` in float32."""
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+
+
+def nearest_boundaries(states: torch.Tensor, hidden: dict[int, torch.Tensor]) -> list[dict[str, Any]]:
+    """For each state ``[T, Ht]`` of ``states`` ``[K, T, Ht]``: the target boundary ``hs[j]`` of ``hidden`` it is
+    closest to, ``{state, boundary, relative_error}`` (boundary None when no boundary has its shape)."""
+    out: list[dict[str, Any]] = []
+    for k, state in enumerate(states):
+        errors = {j: relative_error(state, h) for j, h in hidden.items() if h.shape == state.shape}
+        best = min(errors, key=lambda j: errors[j]) if errors else None
+        out.append({"state": k, "boundary": best, "relative_error": None if best is None else round(errors[best], 6)})
+    return out

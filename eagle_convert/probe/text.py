@@ -1,0 +1,146 @@
+"""The probe's text: prompts through the target's chat template, and the target's own greedy continuations.
+
+Default design: DEFAULT_PROMPTS (128 short instructions on 16 subjects), each rendered as one user turn through
+the target's chat template (``chat_template.jinja`` or ``tokenizer_config.json``, rendered with jinja2) and tokenized
+with its ``tokenizer.json``; the target continues each greedily for up to NEW_TOKENS tokens (or until its
+end-of-sequence token), ROUND prompts at a time. Greedy text is what greedy speculative decoding sees, so acceptance
+measured along it is the engines' acceptance. A target without a tokenizer gets seeded random one-token prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import InputError, UsageError
+
+ROUND, NEW_TOKENS = 32, 144  # prompts per generation round, new tokens per prompt (about 4,096+ positions a round)
+_SUBJECTS = (
+    "tides", "the Great Wall of China", "octopuses", "compound interest", "thunderstorms", "the violin",
+    "bicycles", "the Renaissance", "antibiotics", "hurricanes", "sourdough", "the speed of light",
+    "elephants", "spreadsheets", "the Amazon river", "paper money",
+)  # fmt: skip
+_TEMPLATES = (
+    "Explain how {} works in simple terms.",
+    "Write a short story about {}.",
+    "Give me three surprising facts about {}.",
+    "Describe the history of {} in a few paragraphs.",
+    "Write a friendly email to a colleague about {}.",
+    "What are common misconceptions about {}?",
+    "Compose a limerick about {}.",
+    "How would you teach a class about {}? Give a plan.",
+)
+DEFAULT_PROMPTS = tuple(t.format(s) for t in _TEMPLATES for s in _SUBJECTS)  # 128; each round spans two templates
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """The target's tokenizer (``tokenizers``) and chat template, when it has them."""
+
+    encoder: Any
+    template: str | None
+    specials: dict[str, str]
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """``text`` as one user turn through the chat template (as is when there is none)."""
+        if self.template is not None:
+            text = _render(self.template, text, self.specials)
+        return list(self.encoder.encode(text, add_special_tokens=self.template is None).ids)
+
+
+def load_tokenizer(target_dir: Path) -> Tokenizer | None:
+    """The target's tokenizer, or None when it has no ``tokenizer.json``."""
+    directory = target_dir if target_dir.is_dir() else target_dir.parent
+    vocab_file = directory / "tokenizer.json"
+    if not vocab_file.is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+    except ImportError:
+        raise UsageError(
+            "reading the target's tokenizer needs the tokenizers package", hint="pip install tokenizers"
+        ) from None
+    settings: dict[str, Any] = {}
+    config = directory / "tokenizer_config.json"
+    if config.is_file():
+        try:
+            settings = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read tokenizer_config.json: {exc}", path=config) from None
+    template = settings.get("chat_template")
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        template = jinja.read_text(encoding="utf-8")
+    specials = {k: v for k, v in settings.items() if k.endswith("_token") and isinstance(v, str)}
+    return Tokenizer(HFTokenizer.from_file(str(vocab_file)), template if isinstance(template, str) else None, specials)
+
+
+def _render(template: str, text: str, specials: dict[str, str]) -> str:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def refuse(message: str) -> None:
+        raise UsageError(f"the target's chat template refused the prompt: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    messages = [{"role": "user", "content": text}]
+    return env.from_string(template).render(
+        messages=messages, add_generation_prompt=True, raise_exception=refuse, **specials
+    )
+
+
+def read_token_ids(path: Path) -> list[list[int]]:
+    """``--token-ids FILE``: a JSON list of token-id lists (non-negative integers)."""
+    from eagle_convert.read.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+
+    try:
+        value = loads_strict(decode_utf8(path.read_bytes()))
+    except (OSError, JsonSyntaxError) as exc:
+        raise InputError(f"cannot read token ids: {exc}", path=path) from None
+    if not isinstance(value, list) or not all(
+        isinstance(seq, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in seq)
+        for seq in value
+    ):
+        raise InputError("token ids must be a JSON list of lists of non-negative integers", path=path)
+    return value
+
+
+def read_prompts(path: Path) -> list[str]:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read prompts: {exc}", path=path) from None
+    if not lines:
+        raise InputError("no prompts in the file", path=path)
+    return lines
+
+
+def prompt_pool(target_dir: Path, vocab: int, prompts: list[str] | None = None) -> list[list[int]]:
+    """Token ids of ``prompts`` (default DEFAULT_PROMPTS) through the target's chat template; seeded random one-token
+    prompts when the target has no tokenizer (an error when prompts were given)."""
+    tokenizer = load_tokenizer(target_dir)
+    if tokenizer is None:
+        if prompts is not None:
+            raise InputError(
+                "the target has no tokenizer.json to tokenize --prompts with",
+                path=target_dir,
+                hint="pass --token-ids FILE instead",
+            )
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        return [[int(t)] for t in torch.randint(0, vocab, (len(DEFAULT_PROMPTS),), generator=g)]
+    return [tokenizer.prompt_ids(p) for p in (prompts if prompts is not None else DEFAULT_PROMPTS)]
+
+
+def eos_id(target_dir: Path) -> int | None:
+    """The target's end-of-sequence token (config.json ``eos_token_id``, the first when it lists several)."""
+    path = target_dir / "config.json" if target_dir.is_dir() else target_dir
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    return eos if isinstance(eos, int) and not isinstance(eos, bool) else None

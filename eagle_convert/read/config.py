@@ -1,0 +1,306 @@
+"""Typed views of a draft's config.json and of a target model's config.
+
+Reading never guesses: a key that is absent stays ``None`` (the caller decides and records any default), a key of
+the wrong type is a :class:`ConfigError` naming the key. The raw dict is kept so unknown keys survive conversion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.errors import ConfigError
+from eagle_convert.read.jsonstrict import load_json_object
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+# Keys that hold the draft layer's own settings in the speculators format.
+SPECULATORS_LAYER_KEY = "transformer_layer_config"
+
+
+class _Reader:
+    """Typed access to a config dict; errors name the file and the dotted key."""
+
+    def __init__(self, raw: dict[str, Any], source: str, scopes: tuple[tuple[str, dict[str, Any]], ...]) -> None:
+        self.raw = raw
+        self.source = source
+        self.scopes = scopes  # (prefix, dict) searched in order
+
+    def find(self, key: str) -> tuple[str, Any] | None:
+        """(dotted key, value) of the first scope that has ``key``, or None when absent everywhere."""
+        for prefix, scope in self.scopes:
+            if key in scope:
+                return prefix + key, scope[key]
+        return None
+
+    def value(self, key: str) -> Any:
+        hit = self.find(key)
+        return None if hit is None else hit[1]
+
+    def int(self, key: str) -> int | None:
+        hit = self.find(key)
+        if hit is None or hit[1] is None:
+            return None
+        where, value = hit
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} is {value!r}, must be an integer", path=self.source)
+        return value
+
+    def float(self, key: str) -> float | None:
+        hit = self.find(key)
+        if hit is None or hit[1] is None:
+            return None
+        where, value = hit
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where} is {value!r}, must be a number", path=self.source)
+        return float(value)
+
+    def bool(self, key: str) -> bool | None:
+        hit = self.find(key)
+        if hit is None or hit[1] is None:
+            return None
+        where, value = hit
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} is {value!r}, must be true or false", path=self.source)
+        return value
+
+
+def _dict_at(raw: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} is {type(value).__name__}, must be an object", path=source)
+    return value
+
+
+def _ids(value: Any, where: str, source: str) -> list[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ConfigError(f"{where} is {value!r}, must be a list of integers", path=source)
+    return list(value)
+
+
+@dataclass(frozen=True)
+class Dims:
+    hidden_size: int | None
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    head_dim: int | None  # explicit, or hidden_size // heads
+    head_dim_explicit: bool
+    intermediate_size: int | None
+    num_hidden_layers: int | None
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    draft_vocab_size_key: str  # "present", "null" or "absent": the engines treat each differently
+    target_hidden_size: int | None
+    max_position_embeddings: int | None
+    rms_norm_eps: float | None
+    q_lora_rank: int | None
+    kv_lora_rank: int | None
+    qk_nope_head_dim: int | None
+    qk_rope_head_dim: int | None
+    v_head_dim: int | None
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """A draft's config.json, typed. ``raw`` is the file as read (unknown keys preserved)."""
+
+    raw: dict[str, Any]
+    source: str
+    architectures: tuple[str, ...]
+    model_type: str | None
+    dims: Dims
+    eagle_config: dict[str, Any]
+    top_level_ids: list[int] | None
+    eagle_config_ids: list[int] | None
+    num_aux_hidden_states: int | None
+    use_aux_hidden_state: bool | None
+    fc_norm: bool | None
+    use_aux_norm: bool | None
+    norm_output: bool | None
+    norm_before_fc: bool | None  # top level
+    eagle_config_norm_before_fc: bool | None
+    norm_before_residual: bool | None
+    bias: bool | None
+    attention_bias: bool | None
+    rope_theta: float | None
+    rope_scaling: dict[str, Any] | None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str | Path = "config.json") -> DraftConfig:
+        src = str(source)
+        eagle_config = _dict_at(raw, "eagle_config", src)
+        layer = _dict_at(raw, SPECULATORS_LAYER_KEY, src)
+        r = _Reader(raw, src, (("", raw), (SPECULATORS_LAYER_KEY + ".", layer)))
+        ec = _Reader(raw, src, (("eagle_config.", eagle_config),))
+
+        architectures = raw.get("architectures") or layer.get("architectures") or []
+        if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+            raise ConfigError(f"architectures is {architectures!r}, must be a list of names", path=src)
+        model_type = r.value("model_type")
+        if model_type is not None and not isinstance(model_type, str):
+            raise ConfigError(f"model_type is {model_type!r}, must be a string", path=src)
+
+        hidden, heads = r.int("hidden_size"), r.int("num_attention_heads")
+        explicit_head_dim = r.int("head_dim")
+        draft_vocab_key = (
+            "absent"
+            if r.find("draft_vocab_size") is None
+            else ("null" if r.value("draft_vocab_size") is None else "present")
+        )
+        dims = Dims(
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_key_value_heads=r.int("num_key_value_heads") or heads,
+            head_dim=explicit_head_dim or (hidden // heads if hidden and heads else None),
+            head_dim_explicit=explicit_head_dim is not None,
+            intermediate_size=r.int("intermediate_size"),
+            num_hidden_layers=r.int("num_hidden_layers"),
+            vocab_size=r.int("vocab_size"),
+            draft_vocab_size=r.int("draft_vocab_size"),
+            draft_vocab_size_key=draft_vocab_key,
+            target_hidden_size=r.int("target_hidden_size"),
+            max_position_embeddings=r.int("max_position_embeddings"),
+            rms_norm_eps=r.float("rms_norm_eps"),
+            q_lora_rank=r.int("q_lora_rank"),
+            kv_lora_rank=r.int("kv_lora_rank"),
+            qk_nope_head_dim=r.int("qk_nope_head_dim"),
+            qk_rope_head_dim=r.int("qk_rope_head_dim"),
+            v_head_dim=r.int("v_head_dim"),
+        )
+        rope_parameters = r.value("rope_parameters")
+        rope_scaling = r.value("rope_scaling")
+        if rope_scaling is not None and not isinstance(rope_scaling, dict):
+            raise ConfigError(f"rope_scaling is {rope_scaling!r}, must be an object or null", path=src)
+        rope_theta = r.float("rope_theta")
+        if rope_theta is None and isinstance(rope_parameters, dict):  # transformers 5 keeps theta here
+            rope_theta = _Reader(raw, src, (("rope_parameters.", rope_parameters),)).float("rope_theta")
+        return cls(
+            raw=raw,
+            source=src,
+            architectures=tuple(architectures),
+            model_type=model_type,
+            dims=dims,
+            eagle_config=eagle_config,
+            top_level_ids=_ids(raw.get(IDS_KEY), IDS_KEY, src),
+            eagle_config_ids=_ids(eagle_config.get(IDS_KEY), "eagle_config." + IDS_KEY, src),
+            num_aux_hidden_states=r.int("num_aux_hidden_states"),
+            use_aux_hidden_state=ec.bool("use_aux_hidden_state"),
+            fc_norm=r.bool("fc_norm"),
+            use_aux_norm=r.bool("use_aux_norm"),
+            norm_output=r.bool("norm_output"),
+            norm_before_fc=r.bool("norm_before_fc"),
+            eagle_config_norm_before_fc=ec.bool("norm_before_fc"),
+            norm_before_residual=r.bool("norm_before_residual"),
+            bias=r.bool("bias"),
+            attention_bias=r.bool("attention_bias"),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+        )
+
+    def has(self, key: str) -> bool:
+        return key in self.raw
+
+
+# Target model families as the engines tell them apart when reading aux-layer ids (FORMATS.md section 3).
+FAMILY_BY_MODEL_TYPE = {
+    "llama": "llama",
+    "llama4": "llama",
+    "llama4_text": "llama",
+    "mistral": "llama",
+    "mistral3": "llama",
+    "ministral": "llama",
+    "phi3": "llama",
+    "gemma2": "llama",
+    "gemma3": "llama",
+    "gemma3_text": "llama",
+    "qwen2": "qwen",
+    "qwen2_moe": "qwen",
+    "qwen3": "qwen",
+    "qwen3_moe": "qwen",
+    "qwen3_next": "qwen",
+    "qwen2_5_vl": "qwen",
+    "qwen3_vl": "qwen",
+    "qwen3_vl_moe": "qwen",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "deepseek_v32": "deepseek",
+    "kimi_k2": "deepseek",
+    "kimi_k25": "deepseek",
+    "kimi_vl": "deepseek",
+    "gpt_oss": "gpt-oss",
+}
+FAMILIES = ("llama", "qwen", "deepseek", "gpt-oss")
+
+
+def family_of(model_type: str | None) -> str | None:
+    return FAMILY_BY_MODEL_TYPE.get(model_type or "")
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The parts of a target model's config a draft depends on. Kimi-style ``text_config`` nesting is unwrapped."""
+
+    source: str
+    model_type: str | None
+    text_model_type: str | None
+    family: str | None
+    num_hidden_layers: int
+    hidden_size: int
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    rope_theta: float | None
+    rope_scaling: dict[str, Any] | None
+    quantization_config: dict[str, Any] | None
+    nested_text_config: bool
+    architectures: tuple[str, ...] = ()
+    name_or_path: str | None = None  # the target config's _name_or_path (a Hub id or the path it was saved from)
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> TargetConfig:
+        path = Path(path)
+        config_path = path / "config.json" if path.is_dir() else path
+        if not config_path.is_file():
+            raise ConfigError(
+                "target config.json not found",
+                path=config_path,
+                hint="--target takes a model directory or its config.json",
+            )
+        return cls.from_dict(load_json_object(config_path, ConfigError, "target config"), config_path)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str | Path = "target config.json") -> TargetConfig:
+        src = str(source)
+        text = _dict_at(raw, "text_config", src) or _dict_at(raw, "language_config", src)
+        scope = text or raw
+        r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
+        layers, hidden = r.int("num_hidden_layers"), r.int("hidden_size")
+        if layers is None or hidden is None:
+            raise ConfigError(
+                "target config has no num_hidden_layers/hidden_size",
+                path=src,
+                hint="--target must be the target model's config (for VLMs, the one with text_config)",
+            )
+        outer_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+        inner_type = scope.get("model_type") if isinstance(scope.get("model_type"), str) else outer_type
+        rope_scaling = r.value("rope_scaling")
+        quant = raw.get("quantization_config") or scope.get("quantization_config")
+        return cls(
+            source=src,
+            model_type=outer_type,
+            text_model_type=inner_type,
+            family=family_of(inner_type) or family_of(outer_type),
+            num_hidden_layers=layers,
+            hidden_size=hidden,
+            vocab_size=r.int("vocab_size"),
+            max_position_embeddings=r.int("max_position_embeddings"),
+            rope_theta=r.float("rope_theta"),
+            rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None,
+            quantization_config=quant if isinstance(quant, dict) else None,
+            nested_text_config=bool(text),
+            architectures=tuple(a for a in raw.get("architectures") or () if isinstance(a, str)),
+            name_or_path=raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None,
+        )

@@ -1,0 +1,1 @@
+"""Rendering results: rich tables for people, JSON, SARIF, JUnit, GitHub annotations and summaries."""

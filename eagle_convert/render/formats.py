@@ -1,0 +1,359 @@
+"""Machine formats of a `VerifyReport`: JSON, SARIF 2.1.0, JUnit XML, GitHub annotations and a Markdown summary.
+
+Every renderer is a pure function of the report (plain strings and dicts, no rich, no torch). Rule names and
+descriptions come from the live registry `rules.RULES`, so a rule added there shows up here without edits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from eagle_convert.rules.registry import RULES
+from eagle_convert.verify.report import TOOL, VerifyFinding, VerifyReport
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+INFORMATION_URI = "https://github.com/eagle-convert/eagle-convert"
+RULES_DOC_URI = f"{INFORMATION_URI}/blob/main/docs/rules.md"
+CHECKPOINT_BASE = "CHECKPOINT"
+FINGERPRINT_KEY = "eagleConvert/v1"
+
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+_GITHUB_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+# Characters XML 1.0 cannot carry even escaped (C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF).
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def to_json(report: VerifyReport) -> str:
+    """The JSON contract (`VerifyReport.to_dict`), pretty-printed, with a trailing newline."""
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+# --- SARIF -------------------------------------------------------------------------------------------------------
+
+
+def _posix(name: str) -> str:
+    return name.replace("\\", "/")
+
+
+def _relative_uri(name: str) -> str:
+    """A checkpoint-relative file name as a relative URI reference (percent-encoded, so `a:b` is not a scheme)."""
+    return quote(_posix(name), safe="/")
+
+
+def _checkpoint_uri(path: str) -> str:
+    uri = Path(os.path.abspath(path)).as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def fingerprint(finding: VerifyFinding) -> str:
+    """A stable identity for a finding across runs: sha256 of rule id, file, pointer and message."""
+    parts = (finding.rule_id, finding.file or "", finding.pointer or "", finding.message)
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+
+
+def _sarif_rule(rule_id: str) -> dict[str, Any]:
+    rule = RULES[rule_id]
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": f"{rule.id} {rule.name} (default severity: {rule.severity}). {rule.summary}"},
+        "helpUri": f"{RULES_DOC_URI}#{rule.id.lower()}",
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+        **({"help": {"text": f"Fix: {rule.fix}"}} if rule.fix else {}),
+        "properties": {"fixable": rule.fixable},
+    }
+
+
+def _sarif_result(finding: VerifyFinding, rule_index: dict[str, int], artifact_index: dict[str, int]) -> dict[str, Any]:
+    result: dict[str, Any] = {"ruleId": finding.rule_id}
+    if finding.rule_id in rule_index:
+        result["ruleIndex"] = rule_index[finding.rule_id]
+    result["level"] = _SARIF_LEVEL[finding.severity]
+    result["message"] = {"text": finding.message}
+    location: dict[str, Any] = {}
+    if finding.file is not None:
+        artifact: dict[str, Any] = {"uri": _relative_uri(finding.file), "uriBaseId": CHECKPOINT_BASE}
+        if finding.file in artifact_index:
+            artifact["index"] = artifact_index[finding.file]
+        location["physicalLocation"] = {"artifactLocation": artifact}
+    if finding.pointer is not None:
+        location["logicalLocations"] = [{"name": finding.pointer, "kind": "member"}]
+    if location:
+        result["locations"] = [location]
+    result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(finding)}
+    extra = {
+        key: value for key, value in (("expected", finding.expected), ("actual", finding.actual)) if value is not None
+    }
+    if extra:
+        result["properties"] = extra
+    return result
+
+
+def to_sarif(report: VerifyReport) -> dict[str, Any]:
+    """A SARIF 2.1.0 log with one run: every registered rule, one result per finding, the hashed files as artifacts.
+
+    File locations are relative to the uri base id CHECKPOINT, which `originalUriBaseIds` resolves to the checkpoint
+    directory. A finding without a file (and without a pointer) has no location.
+    """
+    data = report.to_dict()
+    rule_ids = list(RULES)
+    rule_index = {rule_id: i for i, rule_id in enumerate(rule_ids)}
+    artifact_index = {f.name: i for i, f in enumerate(report.files)}
+    artifacts: list[dict[str, Any]] = []
+    for digest in report.files:
+        artifact: dict[str, Any] = {
+            "location": {"uri": _relative_uri(digest.name), "uriBaseId": CHECKPOINT_BASE},
+            "length": digest.size,
+        }
+        if digest.sha256 is not None:
+            artifact["hashes"] = {"sha-256": digest.sha256}
+        artifacts.append(artifact)
+    invocation: dict[str, Any] = {"executionSuccessful": report.status != "error"}
+    if report.status == "error":
+        error = report.error or {}
+        text = str(error.get("message") or "The checkpoint could not be verified.")
+        if error.get("hint"):
+            text += f" Hint: {error['hint']}"
+        invocation["toolExecutionNotifications"] = [{"level": "error", "message": {"text": text}}]
+    if report.error is not None and "exit_code" in report.error:
+        invocation["exitCode"] = report.error["exit_code"]
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": TOOL,
+                "version": data["version"],
+                "informationUri": INFORMATION_URI,
+                "rules": [_sarif_rule(rule_id) for rule_id in rule_ids],
+            }
+        },
+        "originalUriBaseIds": {CHECKPOINT_BASE: {"uri": _checkpoint_uri(report.path)}},
+        "invocations": [invocation],
+        "artifacts": artifacts,
+        "results": [_sarif_result(f, rule_index, artifact_index) for f in report.findings],
+        "properties": {"status": report.status, "level": report.level, "engine": report.engine},
+    }
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+# --- JUnit -------------------------------------------------------------------------------------------------------
+
+
+def _xml_text(text: str) -> str:
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+def _finding_line(finding: VerifyFinding) -> str:
+    where = finding.pointer or finding.file
+    return f"{finding.severity} {where}: {finding.message}" if where else f"{finding.severity}: {finding.message}"
+
+
+def _rule_name(report: VerifyReport, rule_id: str) -> str:
+    if rule_id in RULES:
+        return RULES[rule_id].name
+    return next((c.name for c in report.checks if c.rule_id == rule_id and c.name), "")
+
+
+def to_junit(report: VerifyReport) -> str:
+    """JUnit XML: one testcase per check. A check fails only when it has a finding at error severity.
+
+    Warnings and infos never fail a testcase; they are listed in its `<system-out>`. Findings of a rule that has no
+    check outcome still get a testcase, so nothing is dropped. An input error adds a testcase "input" with `<error>`.
+    """
+    by_rule: dict[str, list[VerifyFinding]] = {}
+    for finding in report.findings:
+        by_rule.setdefault(finding.rule_id, []).append(finding)
+    cases: list[tuple[str, str, str, str]] = [(c.rule_id, c.name, c.outcome, c.reason) for c in report.checks]
+    checked = {c.rule_id for c in report.checks}
+    cases += [(rule_id, _rule_name(report, rule_id), "fail", "") for rule_id in by_rule if rule_id not in checked]
+
+    suite = ET.Element("testsuite", name=_xml_text(report.path))
+    failures = skipped = errors = 0
+    for rule_id, name, outcome, reason in cases:
+        label = f"{rule_id} {name}".strip()
+        case = ET.SubElement(suite, "testcase", classname=f"{TOOL}.{rule_id}", name=_xml_text(label))
+        findings = by_rule.get(rule_id, [])
+        errored = [f for f in findings if f.severity == "error"]
+        if outcome == "skipped":
+            skipped += 1
+            ET.SubElement(case, "skipped", message=_xml_text(reason or "skipped"))
+        elif outcome == "fail" and errored:
+            failures += 1
+            more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+            failure = ET.SubElement(case, "failure", message=_xml_text(errored[0].message + more), type="error")
+            failure.text = _xml_text("\n".join(_finding_line(f) for f in findings))
+        elif findings:
+            ET.SubElement(case, "system-out").text = _xml_text("\n".join(_finding_line(f) for f in findings))
+    if report.status == "error":
+        errors += 1
+        error = report.error or {}
+        case = ET.SubElement(suite, "testcase", classname=f"{TOOL}.input", name="input")
+        message = str(error.get("message") or "The checkpoint could not be verified.")
+        element = ET.SubElement(case, "error", message=_xml_text(message), type="input")
+        if error.get("hint"):
+            element.text = _xml_text(f"Hint: {error['hint']}")
+    counts = {"tests": str(len(suite)), "failures": str(failures), "errors": str(errors), "skipped": str(skipped)}
+    suite.attrib.update(counts)
+    root = ET.Element("testsuites", {"name": f"{TOOL} verify", **counts})
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --- GitHub workflow commands ------------------------------------------------------------------------------------
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _display_path(report: VerifyReport, name: str, cwd: str) -> str:
+    full = os.path.join(report.path, name)
+    try:
+        return _posix(os.path.relpath(full, cwd))
+    except ValueError:  # another drive on Windows: no relative path exists
+        return _posix(os.path.abspath(full))
+
+
+def github_annotations(report: VerifyReport, *, cwd: str | None = None) -> str:
+    """One GitHub Actions workflow command per finding (`::error`, `::warning`, `::notice`), escaped.
+
+    `file=` is the finding's file relative to `cwd` (default: the current directory), as Actions resolves it against
+    the workspace. An input error becomes one more `::error` line, so a failed run never annotates nothing.
+    """
+    base = os.getcwd() if cwd is None else cwd
+    lines: list[str] = []
+    for finding in report.findings:
+        props = []
+        if finding.file is not None:
+            props.append(f"file={_escape_property(_display_path(report, finding.file, base))}")
+        props.append(f"title={_escape_property(f'{finding.rule_id} {_rule_name(report, finding.rule_id)}'.strip())}")
+        command = _GITHUB_COMMAND.get(finding.severity, "warning")
+        lines.append(f"::{command} {','.join(props)}::{_escape_data(finding.message)}")
+    if report.status == "error":
+        error = report.error or {}
+        message = str(error.get("message") or "The checkpoint could not be verified.")
+        lines.append(f"::error title={_escape_property(f'{TOOL} verify')}::{_escape_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+# --- concise -----------------------------------------------------------------------------------------------------
+
+
+def to_concise(report: VerifyReport) -> str:
+    """One greppable line per finding, ``PATH[:POINTER]: RULE [*] SEVERITY MESSAGE`` (``[*]``: normalize fixes
+    it), then one summary line, as ruff's concise output; an input error is one ``PATH: error: MESSAGE`` line."""
+    lines = []
+    for f in report.findings:
+        where = os.path.join(report.path, f.file) if f.file else report.path
+        pointer = f":{f.pointer}" if f.pointer else ""
+        mark = " [*]" if f.rule_id in RULES and RULES[f.rule_id].fixable else ""
+        lines.append(f"{where}{pointer}: {f.rule_id}{mark} {f.severity} {' '.join(f.message.split())}")
+    if report.status == "error":
+        lines.append(f"{report.path}: error: {(report.error or {}).get('message', 'could not be verified')}")
+    else:
+        s = report.summary()
+        lines.append(
+            f"{report.status.upper()} {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info "
+            f"(level {report.level}, engine {report.engine}, fail level {report.fail_level})"
+        )
+    return "".join(line + "\n" for line in lines)
+
+
+# --- Markdown ----------------------------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    """Text safe in a GFM table cell: pipes escaped, HTML neutralised, line breaks as <br>."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
+
+
+def _md_code(text: str | None, *, table: bool = True) -> str:
+    """A code span: only `|` needs escaping there, and only in a GFM table (entities and escapes stay literal)."""
+    if not text:
+        return ""
+    text = " ".join(text.splitlines())
+    text = text.replace("|", "\\|") if table else text
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def _md_plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+_STATUS_HEADING = {"pass": "✅ passed", "fail": "❌ failed", "error": "⚠️ could not verify"}
+_OUTCOME_MARK = {"pass": "✅", "fail": "❌", "skipped": "⏭️"}
+
+
+def markdown_summary(report: VerifyReport) -> str:
+    """A Markdown summary for `$GITHUB_STEP_SUMMARY`: verdict, counts, findings, checks run and the hash manifest."""
+    counts = report.summary()
+    heading = _STATUS_HEADING.get(report.status, report.status)
+    out = [f"## eagle-convert verify {heading}: {_md_code(report.path, table=False)}", ""]
+    settings = " · ".join(
+        f"{label} {_md_code(value, table=False)}"
+        for label, value in (("level", report.level), ("engine", report.engine), ("fails at", report.fail_level))
+    )
+    out.append(
+        f"**{_md_plural(counts['errors'], 'error')}**, {_md_plural(counts['warnings'], 'warning')}, "
+        f"{_md_plural(counts['infos'], 'info')} · {settings}"
+    )
+    out.append("")
+    if report.status == "error":
+        error = report.error or {}
+        out.append(f"> **Error:** {_md_cell(str(error.get('message') or 'The checkpoint could not be verified.'))}")
+        if error.get("hint"):
+            out.append(f"> **Hint:** {_md_cell(str(error['hint']))}")
+        out.append("")
+
+    out += ["### Findings", ""]
+    if report.findings:
+        out += ["| Rule | Severity | File | Pointer | Message |", "|---|---|---|---|---|"]
+        for f in report.findings:
+            rule = _md_cell(f"{f.rule_id} {_rule_name(report, f.rule_id)}".strip())
+            cells = (rule, f.severity, _md_code(f.file), _md_code(f.pointer), _md_cell(f.message))
+            out.append("| " + " | ".join(cells) + " |")
+    else:
+        out.append("No findings.")
+    out.append("")
+
+    tally = {o: sum(c.outcome == o for c in report.checks) for o in ("pass", "fail", "skipped")}
+    out.append("<details>")
+    out.append(
+        f"<summary>{_md_plural(len(report.checks), 'check')} run: {tally['pass']} passed, {tally['fail']} failed,"
+        f" {tally['skipped']} skipped</summary>"
+    )
+    out.append("")
+    for c in report.checks:
+        line = f"- {_OUTCOME_MARK.get(c.outcome, '')} {_md_cell(c.rule_id)} {_md_cell(c.name)}: {c.outcome}"
+        out.append(line + (f" ({_md_cell(c.reason)})" if c.reason else ""))
+    if not report.checks:
+        out.append("No checks ran.")
+    out += ["", "</details>", ""]
+
+    out += ["### SHA-256 manifest", ""]
+    if report.files:
+        out += ["| File | Size (bytes) | SHA-256 |", "|---|--:|---|"]
+        for d in report.files:
+            digest = _md_code(d.sha256) if d.sha256 is not None else "not computed"
+            out.append(f"| {_md_code(d.name)} | {d.size} | {digest} |")
+    else:
+        out.append("No files.")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["fingerprint", "github_annotations", "markdown_summary", "to_json", "to_junit", "to_sarif"]

@@ -1,0 +1,274 @@
+"""verify's forward levels: the draft's own forward pass (``forward``) and the acceptance probe (``target``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.errors import EagleConvertError, InputError, UsageError
+from eagle_convert.probe.run import MIN_POSITIONS, ProbeRow, _draft_config, _draft_state, run_probe
+from eagle_convert.probe.target import Progress, Target, nearest_boundaries, relative_error
+from eagle_convert.probe.text import read_prompts
+from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference.compute import CPU_FLOAT32, Compute
+from eagle_convert.verify.report import VerifyFinding
+
+LOW_AGREEMENT = 0.05
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What ``verify --level target`` probes with (see the verify command's options)."""
+
+    token_ids: list[list[int]] | None = None
+    prompts: Path | None = None
+    text: str = "greedy"
+    steps: int = 3
+    compute: Compute = CPU_FLOAT32
+    reference_hidden_states: Path | None = None
+    oracle: str | None = None
+    progress: Progress | None = None
+    min_positions: int = MIN_POSITIONS
+
+
+def forward_findings(
+    ckpt: Checkpoint, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
+) -> list[VerifyFinding]:
+    try:
+        finite, what = forward_check(ckpt.root, compute=compute)
+    except EagleConvertError as exc:
+        return (
+            [VerifyFinding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
+            if enabled("EC702")
+            else []
+        )
+    if not finite and enabled("EC701"):
+        return [VerifyFinding("EC701", "error", f"the draft's forward pass ({what}) produced NaN or Inf", None, None)]
+    return []
+
+
+def saved_state_findings(
+    spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
+) -> tuple[list[VerifyFinding], dict[str, Any]]:
+    """Match hidden states a trainer or engine saved against the target's boundaries."""
+    result = match_saved_states(target, path, compute)
+    found = sorted({m["boundary"] for m in result["matches"]})
+    configured = spec.aux.hidden_state_indices
+    pointer = "/eagle_aux_hidden_state_layer_ids"
+    if configured is not None and found != sorted(configured) and enabled("EC714"):
+        return [
+            VerifyFinding(
+                "EC714",
+                "error",
+                f"the saved hidden states are hs{found}, but the config selects hs{configured}",
+                path.name,
+                pointer,
+                expected=found,
+                actual=configured,
+            )
+        ], result
+    if enabled("EC715"):
+        return [
+            VerifyFinding(
+                "EC715",
+                "info",
+                f"the saved hidden states are hs{found} (relative errors "
+                f"{[m['relative_error'] for m in result['matches']]})",
+                path.name,
+                pointer,
+                actual=found,
+            )
+        ], result
+    return [], result
+
+
+def probe_findings(
+    ckpt: Checkpoint,
+    spec: DraftSpec,
+    target: Path,
+    enabled: Callable[[str], bool],
+    settings: ProbeSettings,
+) -> tuple[list[VerifyFinding], dict[str, Any] | None]:
+    token_ids = settings.token_ids
+    try:
+        result = run_probe(
+            ckpt.root,
+            target,
+            token_ids=token_ids,
+            prompts=read_prompts(settings.prompts) if token_ids is None and settings.prompts is not None else None,
+            steps=settings.steps,
+            compute=settings.compute,
+            progress=settings.progress,
+            text=settings.text,
+            min_positions=settings.min_positions,
+        )
+    except EagleConvertError as exc:
+        return (
+            [
+                VerifyFinding(
+                    "EC702", "error", f"the probe cannot run this draft with this target: {exc.message}", None, None
+                )
+            ]
+            if enabled("EC702")
+            else []
+        ), None
+    out: list[VerifyFinding] = []
+    configured = result.row(result.configured)
+    pointer = "/eagle_aux_hidden_state_layer_ids"
+    if result.best != result.configured:
+        best = result.row(result.best)
+        rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
+        if enabled(rule):
+            out.append(
+                VerifyFinding(
+                    rule,
+                    "info" if rule == "EC713" else "error",
+                    f"the draft matches the target's next token {best.top1:.1%} of the time when it reads "
+                    f"{best.reading} (hs{best.hidden_states}, norm_output {best.norm_output}) but "
+                    f"{configured.top1:.1%} as configured (hs{configured.hidden_states}); {_versus(best)}: the "
+                    "config does not describe how the draft was trained",
+                    "config.json",
+                    pointer,
+                    expected={"hidden_states": best.hidden_states, "norm_output": best.norm_output},
+                    actual={"hidden_states": configured.hidden_states, "norm_output": configured.norm_output},
+                )
+            )
+    elif spec.aux.convention == "ambiguous" and enabled("EC713"):
+        other = [r for r in result.rows if r is not configured and not r.diagnostic]
+        settled = all(r.verdict in ("worse", "no better") for r in other)
+        needed = max((r.positions_needed or 0 for r in other), default=0)
+        out.append(
+            VerifyFinding(
+                "EC713",
+                "info",
+                f"the ambiguous ids read best as {configured.reading} (hs{configured.hidden_states}, top-1 "
+                f"{configured.top1:.1%}); " + "; ".join(f"{r.reading}: {_versus(r)}" for r in other)
+                if settled
+                else f"the probe cannot tell the readings of the ambiguous ids apart over {result.positions} "
+                f"positions (inconclusive; about {needed} positions would settle it)",
+                "config.json",
+                pointer,
+            )
+        )
+    if all(r.top1 < LOW_AGREEMENT for r in result.rows) and enabled("EC712"):
+        out.append(
+            VerifyFinding(
+                "EC712",
+                "warning",
+                f"the draft's first token matches the target's greedy token "
+                f"{configured.top1:.1%} of the time over {result.positions} positions: untrained "
+                "weights, or the wrong target",
+                None,
+                None,
+                actual=configured.top1,
+            )
+        )
+    table = asdict(result)
+    if settings.reference_hidden_states is not None:
+        more, table["saved_states"] = saved_state_findings(
+            spec, target, settings.reference_hidden_states, enabled, settings.compute
+        )
+        out += more
+    if settings.oracle == "transformers":
+        sequence = token_ids[0] if token_ids else list(range(min(32, result.positions + 2)))
+        table["oracle"] = oracle_check(target, sequence)
+        if table["oracle"]["max_relative_error"] > 1e-3 and enabled("EC716"):
+            out.append(
+                VerifyFinding(
+                    "EC716",
+                    "error",
+                    f"the reference target differs from transformers by "
+                    f"{table['oracle']['max_relative_error']:.2e} (relative): the probe's "
+                    "numbers cannot be trusted for this model",
+                    None,
+                    None,
+                )
+            )
+    return out, table
+
+
+def _versus(row: ProbeRow) -> str:
+    """A reading against the configured one: the paired differences with their 95% intervals, and the test."""
+    return (
+        f"top-1 {row.delta_top1:+.1%} (95% CI {row.delta_top1_ci[0]:+.1%} to {row.delta_top1_ci[1]:+.1%}), "
+        f"accepted tokens per position {row.delta_accepted:+.3f}, acceptance length {row.acceptance_length:.3f}, "
+        f"better at {row.wins} positions and worse at {row.losses}, sign test p = {row.p_value:.1e}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- the checks
+
+
+def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
+    """Draft only: a chain on seeded random tokens and aux states. (all outputs finite, what was checked)."""
+    ckpt = open_checkpoint(draft_dir)
+    spec = detect(ckpt)
+    cfg = _draft_config(spec)
+    device, dtype = compute.device, compute.dtype
+    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=dtype, device=device)
+    g = torch.Generator().manual_seed(0)
+    t_len = 16
+    tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g).to(device)
+    aux = torch.randn(t_len, cfg.num_aux * cfg.target_hidden_size, generator=g).to(device, dtype)
+    embed = None
+    if weights.get("embed_tokens.weight") is None:
+        embed = (torch.randn(cfg.vocab_size, cfg.hidden_size, generator=g) * 0.02).to(device, dtype)
+    chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
+    finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
+    return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"
+
+
+def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> dict[str, Any]:
+    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
+
+    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
+    tokens, in the trainer's order).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        saved = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise InputError(f"cannot read saved hidden states: {exc}", path=path) from None
+    ids, states = saved.get("token_ids"), saved.get("hidden_states")
+    if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
+        raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
+    target = Target(Path(target_dir), compute)
+    out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
+    matches = nearest_boundaries(states, {j: h.cpu() for j, h in out.hidden.items()})
+    for m in matches:
+        if m["boundary"] is None:
+            k = m["state"]
+            raise InputError(
+                f"saved state {k} has shape {list(states[k].shape)}, no target boundary matches it", path=path
+            )
+    return {"file": str(path), "matches": matches}
+
+
+def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]:
+    """The reference target against transformers (when installed) on the same tokens: the largest relative error
+    over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm).
+    Both run on the CPU in float32, whatever the probe's device: this checks the implementation, not the hardware."""
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError(
+            "--oracle transformers needs the transformers package",
+            hint="pip install transformers (or eagle-convert[test])",
+        ) from None
+    target = Target(Path(target_dir))
+    ids = torch.tensor(token_ids)
+    ours = target.run(ids, capture=range(target.num_layers))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
+    with torch.no_grad():
+        theirs = model(ids[None], output_hidden_states=True).hidden_states
+    errors = [relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
+    errors.append(relative_error(ours.final_hidden, theirs[target.num_layers][0]))
+    return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}

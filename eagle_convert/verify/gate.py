@@ -1,0 +1,170 @@
+"""Gate findings: each is a difference between the draft's truth and one release's view of its config.
+
+The truth (what the weights were trained for) comes from detection; the view from :func:`engine_view`. A finding
+names the release, what it will do, what the weights need, and whether ``normalize`` fixes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eagle_convert.engines.model import EngineView
+from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
+
+KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+@dataclass(frozen=True)
+class DraftTruth:
+    """What the draft was trained for, from weights + config + provenance (never from an engine rule)."""
+
+    hidden_states: list[int] | None  # trained hs[] indices; None when the convention is unknown
+    convention: str
+    num_aux: int  # K from the fc width when the weights say so
+    num_aux_source: str
+    fc_norm: bool  # per-chunk norms exist in the weights (or, without weights, the config asks for them)
+    norm_before_fc: bool  # input_norm exists
+    norm_output: bool
+    norm_before_residual: bool
+    qk_norm_tensors: tuple[str, ...]
+    attention: str
+    has_weights: bool
+    num_layers: int = 1  # draft layers present in the weights
+
+
+def _fix(fixable: bool) -> str:
+    return "; `eagle-convert normalize` fixes it" if fixable else "; normalize cannot fix this"
+
+
+def _where(view: EngineView) -> str:
+    return f"{view.ids_from} ids {view.ids}" if view.ids is not None else view.ids_from
+
+
+def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
+    """Every way ``view`` differs from ``truth`` that loses acceptance or fails to load, as findings."""
+    out: list[Finding] = []
+    rel = view.release
+    if view.draft_class is None:
+        out.append(
+            finding(
+                "EC012",
+                f"{rel}: {view.citations.get('draft_class', 'no draft class')}; the draft needs an EAGLE3 "
+                f"{truth.attention.upper()} class" + _fix(True),
+                subject="architectures",
+                engine=rel,
+            )
+        )
+        return out
+    if view.mla_built is False and truth.attention == "mla":
+        out.append(
+            finding(
+                "EC013",
+                f"{rel} builds MHA attention for this MLA draft: it detects MLA only for DeepSeek model types with "
+                "kv_lora_rank set; the weights need MLA" + _fix(True),
+                subject="model_type",
+                expected="deepseek_v3",
+                engine=rel,
+            )
+        )
+    picked, trained = view.hidden_state_indices, truth.hidden_states
+    if picked is not None and trained is not None and picked != trained:
+        out.append(
+            finding(
+                "EC104",
+                f"{rel} reads {_where(view)} ({view.rule}) and feeds hs{picked}; the weights were trained on "
+                f"hs{trained} ({truth.convention})" + _fix(True),
+                subject=KEY,
+                expected=trained,
+                actual=picked,
+                engine=rel,
+            )
+        )
+    for problem in view.problems:
+        if "never reached" in problem or "packer" in problem or "captures nothing" in problem:
+            out.append(finding("EC105", f"{rel}: {problem}", subject=KEY, actual=picked, engine=rel))
+    if truth.has_weights:
+        out += _flag_findings(truth, view)
+        if truth.num_layers > view.num_layers:
+            lost = "dropped silently" if view.unknown_tensors == "dropped" else "refused at load"
+            out.append(
+                finding(
+                    "EC211",
+                    f"{rel} builds {view.num_layers} draft layer(s) from num_hidden_layers; the weights hold "
+                    f"{truth.num_layers}: the trained layers beyond are {lost}" + _fix(False),
+                    subject="num_hidden_layers",
+                    expected=truth.num_layers,
+                    actual=view.num_layers,
+                    engine=rel,
+                )
+            )
+    return out
+
+
+def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
+    out: list[Finding] = []
+    rel = view.release
+    pairs = [
+        ("fc_norm", truth.fc_norm, view.fc_norm, "the per-chunk fc_norm weights"),
+        ("norm_before_fc", truth.norm_before_fc, view.norm_before_fc, "input_norm.weight"),
+    ]
+    if view.engine == "vllm":  # SGLang's draft layer has no norm-before-residual branch to differ on
+        pairs.append(("norm_before_residual", truth.norm_before_residual, view.norm_before_residual, "the recurrence"))
+    for key, needed, built, what in pairs:
+        if needed == built:
+            continue
+        if needed:
+            does = f"builds no {key}" + (
+                " (this class has none)" if key == "norm_before_fc" and view.attention == "mla" else ""
+            )
+            lost = f"{what} are dropped" if view.unknown_tensors == "dropped" else f"{what} are refused at load"
+            msg = f"{rel} {does} from this config: {lost}; the weights need {key} on"
+        else:
+            msg = f"{rel} turns {key} on but the weights have no {what}: it would run an unloaded norm"
+        rule = "EC204" if key == "norm_before_fc" and needed else "EC211"
+        out.append(
+            finding(
+                rule,
+                msg + _fix(built is False and view.attention != "mla"),
+                subject=key,
+                expected=needed,
+                actual=built,
+                engine=rel,
+            )
+        )
+    if view.use_aux_hidden_state and view.num_aux_hidden_states is not None and truth.num_aux_source.startswith("fc"):
+        if view.num_aux_hidden_states != truth.num_aux:
+            out.append(
+                finding(
+                    "EC211",
+                    f"{rel} builds fc for K={view.num_aux_hidden_states} ({view.num_aux_from}); the weights hold "
+                    f"K={truth.num_aux} ({truth.num_aux_source})" + _fix(True),
+                    subject="num_aux_hidden_states",
+                    expected=truth.num_aux,
+                    actual=view.num_aux_hidden_states,
+                    engine=rel,
+                )
+            )
+    if truth.qk_norm_tensors and not view.qk_norm:
+        refused = view.unknown_tensors == "refused"
+        out.append(
+            finding(
+                "EC302",
+                f"{rel}: {view.draft_class} has no q/k norm: {', '.join(truth.qk_norm_tensors)} "
+                + ("are refused at load" if refused else "are dropped silently and the layer runs without them")
+                + ("; write architectures Eagle3Qwen3ForCausalLM for vLLM" if refused else ""),
+                severity="error" if refused else "warning",
+                subject=truth.qk_norm_tensors[0],
+                engine=rel,
+            )
+        )
+    return out
+
+
+def disagreement(views: list[EngineView]) -> Finding | None:
+    """When the trained states are unknown: releases that feed different states make the draft non-portable."""
+    picks = {v.release: v.hidden_state_indices for v in views if v.hidden_state_indices is not None}
+    if len({tuple(p) for p in picks.values()}) <= 1:
+        return None
+    text = "; ".join(f"{rel} feeds hs{p}" for rel, p in picks.items())
+    return finding("EC103", f"{text}: at most one of them matches the training", subject=KEY, actual=picks)

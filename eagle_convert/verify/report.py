@@ -1,0 +1,79 @@
+"""The result of `verify`: findings, every check with its outcome, and the hash manifest of the verified files."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from eagle_convert import __version__
+from eagle_convert.rules.finding import SEVERITIES
+from eagle_convert.rules.registry import fix_fields
+
+SCHEMA_VERSION = 1
+TOOL = "eagle-convert"
+TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
+
+
+@dataclass(frozen=True)
+class VerifyFinding:
+    rule_id: str
+    severity: str  # "error", "warning" or "info"
+    message: str
+    file: str | None = None  # the checkpoint file the finding is about (config.json, a shard), relative
+    pointer: str | None = None  # JSON pointer into that file's config, or the tensor name
+    expected: Any = None
+    actual: Any = None
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    rule_id: str
+    name: str
+    outcome: str  # "pass", "fail" or "skipped"
+    reason: str = ""  # why it was skipped (level, engine, selection, missing input)
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    name: str
+    size: int
+    sha256: str | None  # None with --no-hash
+
+
+@dataclass
+class VerifyReport:
+    path: str
+    level: str
+    engine: str
+    fail_level: str
+    status: str  # "pass", "fail" or "error"
+    findings: list[VerifyFinding] = field(default_factory=list)
+    checks: list[CheckOutcome] = field(default_factory=list)
+    files: list[FileDigest] = field(default_factory=list)
+    error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
+    revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
+    probe: dict[str, Any] | None = None  # the acceptance probe table (--level target)
+    engine_run: dict[str, Any] | None = None  # the draft measured in a real engine (--level engine)
+
+    def summary(self) -> dict[str, int]:
+        counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+        return {"errors": counts["error"], "warnings": counts["warning"], "infos": counts["info"]}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract, validated by schemas/verify-report.schema.json."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": TOOL,
+            "version": __version__,
+            "status": self.status,
+            "level": self.level,
+            "engine": self.engine,
+            "fail_level": self.fail_level,
+            "summary": self.summary(),
+            "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
+            "findings": [{**asdict(f), **fix_fields(f.rule_id)} for f in self.findings],
+            "checks": [asdict(c) for c in self.checks],
+            "error": self.error,
+            "probe": self.probe,
+            "engine_run": self.engine_run,
+        }

@@ -1,0 +1,377 @@
+"""``verify_checkpoint()``: the pre-deploy gate. Every rule runs or is reported as skipped, with a reason.
+
+Levels form a ladder (``static`` < ``tensors`` < ``forward`` < ``target``); each runs the rules of the levels below
+it. ``static`` reads config and headers only and never imports torch; ``tensors`` streams tensor values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.draft.expected import expected_tensors
+from eagle_convert.engines import resolve_engines
+from eagle_convert.errors import NothingToCheckError, UsageError
+from eagle_convert.read.checkpoint import Checkpoint
+from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.hub_store import HubStore, open_source
+from eagle_convert.rules.finding import SEVERITIES, Finding
+from eagle_convert.rules.registry import LEVELS, RULES
+from eagle_convert.verify.gate_join import gate_findings, views
+from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+from eagle_convert.verify.static import STATIC_CHECKS, Context, map_names
+
+if TYPE_CHECKING:
+    from eagle_convert.engine_level import EngineSettings
+
+FAIL_LEVELS = ("error", "warning")
+# Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
+STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
+HASH_CHUNK = 8 << 20
+# Static rules that compare the tensor headers with the config: skipped when the weights are pickle.
+NEEDS_HEADERS = frozenset(
+    {
+        "EC015",
+        "EC209",
+        "EC301",
+        "EC302",
+        "EC303",
+        "EC304",
+        "EC305",
+        "EC401",
+        "EC402",
+        "EC404",
+        "EC411",
+        "EC501",
+        "EC505",
+    }
+)
+
+# Rules that compare the draft with the target (its config, or its embeddings): skipped without --target.
+NEEDS_TARGET = frozenset({"EC503", "EC504", "EC605"})
+
+
+def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """'EC101,EC2' or ['EC101', 'EC2'] -> ('EC101', 'EC2'); a prefix selects every id that starts with it."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = tuple(i.strip().upper() for i in items if i.strip())
+    unknown = [i for i in out if not any(r.startswith(i) for r in RULES)]
+    if unknown:
+        raise UsageError(f"no rule id starts with {', '.join(unknown)}", hint="run `eagle-convert rules` for the list")
+    return out
+
+
+def _selected(rule_id: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    return (not select or any(rule_id.startswith(s) for s in select)) and not any(rule_id.startswith(i) for i in ignore)
+
+
+def load_settings(start: Path) -> dict[str, Any]:
+    """``[tool.eagle-convert]`` from the nearest pyproject.toml at or above ``start`` (empty when none)."""
+    for directory in (start.resolve(), *start.resolve().parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                doc = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise UsageError(f"cannot read [tool.eagle-convert]: {exc}", path=candidate) from None
+            settings = doc.get("tool", {}).get("eagle-convert", {})
+            if not isinstance(settings, dict):
+                raise UsageError("[tool.eagle-convert] must be a table", path=candidate)
+            _check_settings(settings, candidate)
+            return settings
+    return {}
+
+
+# The keys of [tool.eagle-convert] and what each may hold (None: a rule list, a string or a list of strings;
+# "engines": what --engine takes, checked by resolve_engines).
+SETTINGS: dict[str, tuple[str, ...] | str | None] = {
+    "engine": "engines",
+    "fail-level": FAIL_LEVELS,
+    "select": None,
+    "ignore": None,
+}
+
+
+def _check_settings(settings: dict[str, Any], path: Path) -> None:
+    """Unknown keys and bad values are usage errors naming pyproject.toml (a typo must not be ignored silently)."""
+    for key, value in settings.items():
+        if key not in SETTINGS:
+            close = [k for k in SETTINGS if k.replace("-", "") == key.replace("-", "").replace("_", "")]
+            raise UsageError(
+                f"unknown key {key!r} in [tool.eagle-convert]",
+                path=path,
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + f"the keys are {', '.join(SETTINGS)} (docs/ci.md)",
+            )
+        choices = SETTINGS[key]
+        if choices == "engines":
+            try:
+                resolve_engines(value if isinstance(value, str) else "")
+            except UsageError as exc:
+                raise UsageError(
+                    f"[tool.eagle-convert] engine = {value!r}: {exc.cause}", path=path, hint=exc.hint
+                ) from None
+            continue
+        if isinstance(choices, tuple) and value not in choices:
+            raise UsageError(
+                f"[tool.eagle-convert] {key} = {value!r} is not one of {', '.join(choices)}",
+                path=path,
+                hint=f"set {key} to one of {', '.join(choices)}",
+            )
+        if choices is None:
+            if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+                raise UsageError(
+                    f"[tool.eagle-convert] {key} must be a list of rule ids or prefixes",
+                    path=path,
+                    hint=f'write it like {key} = ["EC1", "EC306"]',
+                )
+            try:
+                parse_rule_list(value)
+            except UsageError as exc:
+                raise UsageError(f"[tool.eagle-convert] {key}: {exc.cause}", path=path, hint=exc.hint) from None
+
+
+def _has_weights(target: Path) -> bool:
+    """A target directory the reference models can read: safetensors shards or their index."""
+    return target.is_dir() and any(target.glob("*.safetensors"))
+
+
+def hash_files(root: Path, names: Iterable[str], progress: Callable[[int], None] | None = None) -> list[FileDigest]:
+    out = []
+    for name in names:
+        path = root / name
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(HASH_CHUNK):
+                digest.update(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+        out.append(FileDigest(name, path.stat().st_size, digest.hexdigest()))
+    return out
+
+
+def checkpoint_files(ckpt: Checkpoint) -> list[str]:
+    """The files a deployment would ship: config, index, shards (or pickle files)."""
+    names = []
+    if ckpt.config_path is not None:
+        names.append(ckpt.config_path.name)
+    if ckpt.index_path is not None:
+        names.append(ckpt.index_path.name)
+    names += [s.name for s in ckpt.shards] + [p for p in ckpt.pickle_files if (ckpt.root / p).is_file()]
+    return names
+
+
+def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None, str | None]:
+    subject = f.subject
+    if subject and subject in ckpt.tensors:
+        return ckpt.tensors[subject].shard, subject
+    if subject == "eagle_aux_hidden_state_layer_ids" and spec.aux.location == "eagle_config":
+        return "config.json", "/eagle_config/eagle_aux_hidden_state_layer_ids"
+    if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
+        return "config.json", "/" + subject.replace(".", "/")
+    return None, subject
+
+
+def verify_checkpoint(
+    path: str | Path,
+    *,
+    target: str | Path | None = None,
+    engine: str = "both",
+    level: str = "static",
+    strict: bool = False,
+    fail_level: str = "error",
+    select: str | Iterable[str] | None = None,
+    ignore: str | Iterable[str] | None = None,
+    compute_hashes: bool = True,
+    progress: Callable[[int], None] | None = None,
+    token: str | None = None,
+    token_ids: list[list[int]] | None = None,
+    probe_steps: int = 3,
+    reference_hidden_states: Path | None = None,
+    oracle: str | None = None,
+    prompts: Path | None = None,
+    probe_text: str = "greedy",
+    device: str = "auto",
+    dtype: str = "float32",
+    probe_progress: Callable[[str, int, int], None] | None = None,
+    aux_convention: str | None = None,
+    engine_settings: EngineSettings | None = None,
+    probe_positions: int | None = None,
+) -> VerifyReport:
+    """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
+
+    The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
+    ``probe_progress(what, done, total)`` hears of the tensors read at ``tensors`` and of the target layers run in
+    the probe's long parts. The ``engine`` level also runs the draft in a real engine (``engine_settings``: which
+    engine environment, how many tokens).
+    ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
+    releases = resolve_engines(engine)
+    if level not in LEVELS:
+        raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
+    if level in ("target", "engine") and target is None:
+        raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
+    if level == "engine":  # fail fast, before the probe runs, when there is no engine to run
+        from eagle_convert.engine_level import engine_python
+
+        engine_python(engine_settings.python if engine_settings else None)
+    if level in ("target", "engine") and not _has_weights(Path(target or "")):
+        raise UsageError(
+            f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
+            path=target,
+            hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
+            "config-only target",
+        )
+    if prompts is not None and target is None:
+        raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
+    if fail_level not in FAIL_LEVELS:
+        raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
+    chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
+    engines = tuple(dict.fromkeys(r.engine for r in releases))
+    ckpt = open_source(path, token)
+    if ckpt.revision is not None and level != "static":
+        raise UsageError(
+            f"--level {level} reads tensor values; a Hub repo is verified with --level static",
+            hint=f"`eagle-convert pull {path} DIR` first, then verify DIR",
+        )
+    if ckpt.weight_format == "none":
+        raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
+    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    spec = detect(ckpt, target_cfg, aux_convention)
+    canonical, unplaced = map_names(ckpt, spec)
+    chosen_views = views(spec, releases)
+    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced, chosen_views)
+    depth = LEVELS.index(level)
+
+    def enabled(rule_id: str) -> bool:
+        return _selected(rule_id, chosen, ignored) and LEVELS.index(RULES[rule_id].level) <= depth
+
+    found: list[VerifyFinding] = []
+    notes = [Finding(n.rule_id, n.severity, n.message) for n in ckpt.notes]
+    for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
+        file, pointer = _pointer(spec, ckpt, f)
+        found.append(VerifyFinding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
+    if ckpt.weight_format == "pickle":
+        found.append(
+            VerifyFinding(
+                "EC003",
+                "warning",
+                f"weights are pickle ({', '.join(ckpt.pickle_files)}): tensors "
+                "were not checked; convert with `eagle-convert normalize --allow-pickle`",
+                ckpt.pickle_files[0],
+                None,
+            )
+        )
+    headers = ckpt.weight_format == "safetensors"
+    for rule_id, check in STATIC_CHECKS.items():
+        if enabled(rule_id) and (headers or rule_id not in NEEDS_HEADERS):
+            found += check(ctx)
+    if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
+        from eagle_convert.verify.tensors import content_findings
+
+        found += content_findings(ctx, enabled, probe_progress)
+    probe: dict[str, Any] | None = None
+    engine_run: dict[str, Any] | None = None
+    if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
+        from eagle_convert.reference import compute
+        from eagle_convert.verify.forward import ProbeSettings, forward_findings, probe_findings
+
+        chosen_compute = compute.resolve(device, dtype)
+        found += forward_findings(ckpt, enabled, chosen_compute)
+        if depth >= LEVELS.index("target") and target is not None:
+            settings = ProbeSettings(
+                token_ids,
+                prompts,
+                probe_text,
+                probe_steps,
+                chosen_compute,
+                reference_hidden_states,
+                oracle,
+                probe_progress,
+                **({"min_positions": probe_positions} if probe_positions is not None else {}),
+            )
+            more, probe = probe_findings(ckpt, spec, Path(target), enabled, settings)
+            found += more
+        if depth >= LEVELS.index("engine") and target is not None:
+            from dataclasses import replace
+
+            from eagle_convert.engine_level import EngineSettings, engine_findings
+
+            chosen_engine = replace(
+                engine_settings or EngineSettings(),
+                # only SGLang releases selected: SGLang; otherwise vLLM, the engine that runs anywhere
+                engine="sglang" if all(r.engine == "sglang" for r in releases) else "vllm",
+                token_ids=token_ids,
+                prompts=prompts,
+                steps=probe_steps,
+                device=chosen_compute.device.type,
+                dtype=dtype,
+            )
+            more, engine_run = engine_findings(
+                ckpt.root, spec, Path(target), enabled, chosen_engine, probe, chosen_compute
+            )
+            found += more
+
+    found = [f for f in found if enabled(f.rule_id)]
+    if strict:
+        found = [VerifyFinding(f.rule_id, "error", *_rest(f)) if f.rule_id in STRICT_ERRORS else f for f in found]
+    found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
+    failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
+    status = "fail" if any(f.severity in failing for f in found) else "pass"
+    return VerifyReport(
+        str(path),
+        level,
+        engine,
+        fail_level,
+        status,
+        found,
+        _outcomes(found, chosen, ignored, depth, ckpt, has_target=target is not None),
+        _manifest(ckpt, compute_hashes, progress),
+        revision=ckpt.revision,
+        probe=probe,
+        engine_run=engine_run,
+    )
+
+
+def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] | None) -> list[FileDigest]:
+    names = checkpoint_files(ckpt)
+    store = ckpt.store
+    if ckpt.revision is not None and isinstance(store, HubStore):  # LFS hashes from the Hub; small files as read
+        return [FileDigest(n, store.files[n].size, store.digest(n) if compute else None) for n in names]
+    if compute:
+        return hash_files(ckpt.root, names, progress)
+    return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
+
+
+def _rest(f: VerifyFinding) -> tuple[str, str | None, str | None, Any, Any]:
+    return f.message, f.file, f.pointer, f.expected, f.actual
+
+
+def _outcomes(
+    found: list[VerifyFinding],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    depth: int,
+    ckpt: Checkpoint,
+    *,
+    has_target: bool,
+) -> list[CheckOutcome]:
+    failed = {f.rule_id for f in found}
+    out = []
+    for rule in RULES.values():
+        if not _selected(rule.id, select, ignore):
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "not selected"))
+        elif LEVELS.index(rule.level) > depth:
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
+        elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.id in NEEDS_HEADERS):
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
+        elif not has_target and rule.id in NEEDS_TARGET:
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", "needs --target"))
+        else:
+            out.append(CheckOutcome(rule.id, rule.name, "fail" if rule.id in failed else "pass"))
+    return out

@@ -1,0 +1,247 @@
+"""Tensor-content checks (verify --level tensors): values read one tensor at a time, in bounded chunks.
+
+Peak memory is about one tensor plus one float32 chunk, whatever the checkpoint size. torch is imported here
+only; `safetensors.safe_open` reads each tensor from the shard that the strict header reader validated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.verify.report import TENSOR_VALUES, VerifyFinding
+from eagle_convert.verify.static import Context, tensor_finding
+
+CHUNK_ELEMENTS = 1 << 22  # statistics are computed over 4M-element float32 chunks (16 MiB)
+INIT_CHECKED = ("embed_tokens.weight", "lm_head.weight", "fc.weight")
+
+
+@dataclass
+class Stats:
+    """Streaming moments and flags of one tensor."""
+
+    count: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    total_4: float = 0.0
+    finite: bool = True
+    any_nonzero: bool = False
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    @property
+    def std(self) -> float:
+        var = self.total_sq / self.count - self.mean**2 if self.count else 0.0
+        return float(max(var, 0.0) ** 0.5)
+
+    @property
+    def kurtosis(self) -> float:
+        """Excess kurtosis about zero (a normal init gives about 0; trained weights are heavier-tailed)."""
+        second = self.total_sq / self.count if self.count else 0.0
+        return (self.total_4 / self.count) / second**2 - 3.0 if second else 0.0
+
+
+def _chunks(t: Any) -> Iterator[Any]:
+    flat = t.reshape(-1)
+    for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+        yield flat[start : start + CHUNK_ELEMENTS]
+
+
+def tensor_stats(t: Any, moments: bool = True) -> Stats:
+    """Finiteness and non-zero flags of ``t``, plus its moments when ``moments`` (chunked, float64 sums)."""
+    import torch
+
+    stats = Stats()
+    for chunk in _chunks(t):
+        finite = torch.isfinite(chunk)
+        clean = chunk if bool(finite.all()) else torch.where(finite, chunk, torch.zeros_like(chunk))
+        stats.finite = stats.finite and clean is chunk
+        stats.any_nonzero = stats.any_nonzero or bool(clean.any())
+        stats.count += clean.numel()
+        if moments:
+            x = clean.to(torch.float32)
+            sq = x * x
+            stats.total += float(x.sum(dtype=torch.float64))
+            stats.total_sq += float(sq.sum(dtype=torch.float64))
+            stats.total_4 += float((sq * sq).sum(dtype=torch.float64))
+    return stats
+
+
+def _rows_identical(t: Any) -> bool:
+    if t.dim() != 2 or t.shape[0] < 2:
+        return False
+    first = t[0]
+    step = max(1, CHUNK_ELEMENTS // max(1, t.shape[1]))
+    return all(bool((t[i : i + step] == first).all()) for i in range(0, t.shape[0], step))
+
+
+def _load(ctx: Context, stored: str) -> Any:
+    from safetensors import safe_open
+
+    info = ctx.ckpt.tensors[stored]
+    with safe_open(str(ctx.ckpt.root / info.shard), framework="pt") as f:
+        return f.get_tensor(stored)
+
+
+def content_findings(
+    ctx: Context, enabled: Callable[[str], bool], progress: Callable[[str, int, int], None] | None = None
+) -> list[VerifyFinding]:
+    """Every tensor-level rule, one tensor in memory at a time; ``progress("reading tensor values", done, total)``
+    hears of each tensor read."""
+    out: list[VerifyFinding] = []
+    total = len(ctx.canonical)
+    if progress is not None:
+        progress(TENSOR_VALUES, 0, total)
+    init_range = ctx.cfg.get("initializer_range")
+    init_std = float(init_range) if isinstance(init_range, int | float) and init_range > 0 else 0.02
+    d2t = t2d = None
+    for done, (name, stored) in enumerate(ctx.canonical.items()):
+        if progress is not None and done:
+            progress(TENSOR_VALUES, done, total)
+        t = _load(ctx, stored)
+        if name == "d2t":
+            d2t = t
+            continue
+        if name == "t2d":
+            t2d = t
+            continue
+        if not t.is_floating_point():
+            continue
+        stats = tensor_stats(t, moments=name in INIT_CHECKED)
+        role = ctx.expected[name].role if name in ctx.expected else "weight"
+        if enabled("EC601") and not stats.finite:
+            out.append(tensor_finding(ctx, "EC601", f"{name} holds NaN or Inf values", name))
+        if enabled("EC602") and role == "norm" and not stats.any_nonzero:
+            out.append(tensor_finding(ctx, "EC602", f"norm {name} is all zero: it zeroes its input", name))
+        if enabled("EC604") and role == "weight" and t.dim() == 2 and not stats.any_nonzero:
+            out.append(tensor_finding(ctx, "EC604", f"{name} is all zero", name))
+        if enabled("EC603") and name in INIT_CHECKED and stats.any_nonzero and _init_like(stats, init_std):
+            out.append(
+                tensor_finding(
+                    ctx,
+                    "EC603",
+                    f"{name} looks freshly initialised (std {stats.std:.4f} vs initializer_range "
+                    f"{init_std}, excess kurtosis {stats.kurtosis:.2f}, mean {stats.mean:.2e}): was it trained?",
+                    name,
+                    expected="trained weights",
+                    actual={"std": round(stats.std, 5), "kurtosis": round(stats.kurtosis, 3)},
+                )
+            )
+        if enabled("EC410") and name == "lm_head.weight" and _rows_identical(t):
+            out.append(tensor_finding(ctx, "EC410", "every lm_head row is identical: the head predicts nothing", name))
+        if enabled("EC605") and name == "embed_tokens.weight":
+            out += _embed_vs_target(ctx, t)
+        del t
+    if progress is not None:
+        progress(TENSOR_VALUES, total, total)
+    out += _vocab_map(ctx, d2t, t2d, enabled)
+    return out
+
+
+def _init_like(stats: Stats, init_std: float) -> bool:
+    """Normal(0, initializer_range) statistics: std within 15 % of it, near-zero mean, no heavy tails."""
+    return (
+        abs(stats.std - init_std) <= 0.15 * init_std
+        and abs(stats.mean) <= 0.1 * stats.std
+        and abs(stats.kurtosis) < 0.25
+    )
+
+
+def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool]) -> list[VerifyFinding]:
+    import torch
+
+    out: list[VerifyFinding] = []
+    vocab = ctx.spec.dims.vocab_size
+    if d2t is None or d2t.is_floating_point() or vocab is None:
+        return out
+    offsets = d2t.to(torch.int64).reshape(-1)
+    targets = torch.arange(offsets.numel()) + offsets
+    bad = ((targets < 0) | (targets >= vocab)).nonzero().reshape(-1)
+    if enabled("EC406") and bad.numel():
+        first = int(bad[0])
+        out.append(
+            tensor_finding(
+                ctx,
+                "EC406",
+                f"d2t maps {bad.numel()} draft token(s) outside [0, {vocab}), e.g. "
+                f"draft {first} -> {int(targets[first])}",
+                "d2t",
+                expected=f"0..{vocab - 1}",
+                actual=int(targets[first]),
+            )
+        )
+    if enabled("EC407") and targets.numel() > 1 and not bool((targets[1:] > targets[:-1]).all()):
+        unique = int(torch.unique(targets).numel())
+        out.append(
+            tensor_finding(
+                ctx,
+                "EC407",
+                f"d2t targets are not strictly increasing ({targets.numel() - unique} duplicate(s))",
+                "d2t",
+                expected="strictly increasing",
+                actual=unique,
+            )
+        )
+    if enabled("EC409") and offsets.numel() < vocab and not bool(offsets.any()):
+        out.append(
+            tensor_finding(
+                ctx,
+                "EC409",
+                f"d2t is all zero but the draft vocabulary ({offsets.numel()}) is smaller than the target's ({vocab})",
+                "d2t",
+            )
+        )
+    if enabled("EC408") and t2d is not None and not bad.numel():
+        mask = t2d.reshape(-1).to(torch.bool)
+        count = int(mask.sum())
+        unmarked = int((~mask[targets]).sum()) if mask.numel() == vocab else offsets.numel()
+        if count != offsets.numel() or unmarked:
+            out.append(
+                tensor_finding(
+                    ctx,
+                    "EC408",
+                    f"t2d marks {count} tokens for a {offsets.numel()}-token draft "
+                    f"vocabulary; {unmarked} d2t target(s) unmarked",
+                    "t2d",
+                    expected=offsets.numel(),
+                    actual=count,
+                )
+            )
+    return out
+
+
+def _embed_vs_target(ctx: Context, embed: Any) -> list[VerifyFinding]:
+    """Compare the draft's embed_tokens with the target's, when --target has weights."""
+    if ctx.target is None:
+        return []
+    target_dir = Path(ctx.target.source).parent
+    try:
+        target = open_checkpoint(target_dir)
+    except Exception:  # noqa: BLE001 - a target without readable weights simply skips this comparison
+        return []
+    names = [n for n in target.tensors if n.endswith("embed_tokens.weight")]
+    if not names:
+        return []
+    info = target.tensors[names[0]]
+    if tuple(info.shape) != tuple(embed.shape):
+        return []
+    from safetensors import safe_open
+
+    with safe_open(str(target.root / info.shard), framework="pt") as f:
+        theirs = f.get_tensor(names[0])
+    if bool((theirs.to(embed.dtype) == embed).all()):
+        return []
+    return [
+        tensor_finding(
+            ctx,
+            "EC605",
+            "embed_tokens differs from the target's: SGLang replaces it with the "
+            "target's, vLLM keeps the draft's, so the two engines run different drafts",
+            "embed_tokens.weight",
+        )
+    ]
