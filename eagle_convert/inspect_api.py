@@ -100,7 +100,7 @@ class InspectReport:
                     for t in ckpt.tensors.values()
                 ],
             },
-            "findings": [{**asdict(f), **fix_fields(f.rule_id)} for f in self.findings],
+            "findings": [{**f.inspect_json(), **fix_fields(f.rule_id)} for f in self.findings],
         }
 
 

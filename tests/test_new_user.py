@@ -17,7 +17,7 @@ from eagle_convert.hub.publish import push_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.render import console
-from eagle_convert.rules.registry import FIXED_BY_NORMALIZE, RULES
+from eagle_convert.rules.registry import RULES
 from tests.conftest import ROOT
 
 VERIFY_SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
@@ -113,7 +113,7 @@ def test_findings_carry_fixable_and_fix(capsys: pytest.CaptureFixture[str], fx: 
     code, out, _ = cli(capsys, "inspect", draft, "--target", target, "--json")
     doc = json.loads(out)
     INSPECT_SCHEMA.validate(doc)
-    assert all(f["fixable"] is (f["rule_id"] in FIXED_BY_NORMALIZE) for f in doc["findings"])
+    assert all(f["fixable"] is RULES[f["rule_id"]].fixable for f in doc["findings"])
     code, _, err = cli(capsys, "verify", draft, "--target", target, "--no-hash", *v1)
     assert "EC104 [*]" in err and "fix: run `eagle-convert normalize" in err
     assert "[*] 1 rule(s) fixed by `eagle-convert normalize SRC OUT`: EC104" in err

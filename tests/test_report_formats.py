@@ -12,8 +12,9 @@ import jsonschema
 import pytest
 
 from eagle_convert.render.formats import github_annotations, markdown_summary, to_json, to_junit, to_sarif
+from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyReport
 
 ROOT = Path(__file__).resolve().parent.parent
 SARIF_SCHEMA = json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
@@ -42,13 +43,11 @@ def report(tmp_path: Path) -> VerifyReport:
         fail_level="error",
         status="fail",
         findings=[
-            VerifyFinding(ERR, "error", "fc width 12288 != 3 * 4096 | mismatch", "config.json", "/hidden_size", 1, 2),
-            VerifyFinding(ERR, "warning", "a second, lesser finding of the same rule", "model.safetensors"),
-            VerifyFinding(WARN, "warning", "100% odd: tensor\nnot recognised", "model.safetensors", "layers.0.x"),
-            VerifyFinding(
-                INFO, "info", "ids unsorted", "config.json", "/eagle_config/eagle_aux_hidden_state_layer_ids"
-            ),
-            VerifyFinding(ERR2, "error", "no file at all"),
+            Finding(ERR, "error", "fc width 12288 != 3 * 4096 | mismatch", "config.json", "/hidden_size", 1, 2),
+            Finding(ERR, "warning", "a second, lesser finding of the same rule", "model.safetensors"),
+            Finding(WARN, "warning", "100% odd: tensor\nnot recognised", "model.safetensors", "layers.0.x"),
+            Finding(INFO, "info", "ids unsorted", "config.json", "/eagle_config/eagle_aux_hidden_state_layer_ids"),
+            Finding(ERR2, "error", "no file at all"),
         ],
         checks=[
             _check(ERR, "fail"),
@@ -149,7 +148,7 @@ def test_sarif_locations_are_relative_to_the_checkpoint(report: VerifyReport) ->
 
 
 def test_sarif_uris_are_escaped_relative_references(tmp_path: Path) -> None:
-    finding = VerifyFinding(WARN, "warning", "m", "sub\\a:b, c.safetensors")
+    finding = Finding(WARN, "warning", "m", "sub\\a:b, c.safetensors")
     r = VerifyReport(str(tmp_path), "standard", "both", "error", "pass", findings=[finding])
     log = to_sarif(r)
     _validate_sarif(log)
@@ -175,7 +174,7 @@ def test_partial_fingerprints_are_deterministic_and_distinct(report: VerifyRepor
         "both",
         "error",
         "fail",
-        findings=[VerifyFinding(ERR, "warning", f.message, f.file, f.pointer)],
+        findings=[Finding(ERR, "warning", f.message, f.file, f.pointer)],
     )
     assert prints(moved) == [expected]
 
@@ -224,7 +223,7 @@ def test_junit_input_error(error_report: VerifyReport) -> None:
 
 
 def test_junit_survives_control_characters(tmp_path: Path) -> None:
-    finding = VerifyFinding(ERR, "error", "bad \x00 byte & <tag>", "config.json")
+    finding = Finding(ERR, "error", "bad \x00 byte & <tag>", "config.json")
     r = VerifyReport(str(tmp_path), "standard", "both", "error", "fail", [finding], [_check(ERR, "fail")])
     failure = _junit(to_junit(r)).find("testsuite/testcase/failure")
     assert failure is not None and failure.get("message") == "bad \ufffd byte & <tag>"
@@ -232,9 +231,9 @@ def test_junit_survives_control_characters(tmp_path: Path) -> None:
 
 def test_github_annotations_escape_data_and_properties(tmp_path: Path) -> None:
     findings = [
-        VerifyFinding(ERR, "error", "100% wrong\r\nsecond line: a, b", "we:ird,name.json"),
-        VerifyFinding(WARN, "warning", "w", "model.safetensors", "t"),
-        VerifyFinding(INFO, "info", "i"),
+        Finding(ERR, "error", "100% wrong\r\nsecond line: a, b", "we:ird,name.json"),
+        Finding(WARN, "warning", "w", "model.safetensors", "t"),
+        Finding(INFO, "info", "i"),
     ]
     r = VerifyReport(str(tmp_path / "ckpt"), "standard", "both", "error", "fail", findings)
     lines = github_annotations(r, cwd=str(tmp_path)).splitlines()

@@ -24,7 +24,7 @@ from eagle_convert.engine_level.base import (
     engine_python,
     scratch_dir,
 )
-from eagle_convert.verify.report import VerifyFinding
+from eagle_convert.rules.finding import Finding
 
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
     from eagle_convert.draft.detect import DraftSpec
@@ -165,7 +165,7 @@ def engine_findings(
     settings: EngineSettings,
     probe: dict[str, Any] | None,
     compute: Compute | None = None,
-) -> tuple[list[VerifyFinding], dict[str, Any]]:
+) -> tuple[list[Finding], dict[str, Any]]:
     """Run the draft in the engine; (findings, the report's ``engine_run`` object). ``compute`` is where the
     reference target runs to identify the fed hidden states; ``probe`` is the target level's table."""
     prompts = engine_prompts(target, settings)
@@ -175,11 +175,11 @@ def engine_findings(
     same_text = predict(draft, target, prompts, settings, compute)
     run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
     run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
-    out: list[VerifyFinding] = []
+    out: list[Finding] = []
     trained, fed = _trained(spec, probe), run["hidden_states"]
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
         out.append(
-            VerifyFinding(
+            Finding(
                 "EC721",
                 "error",
                 f"{run['engine']} {run['version']} fed the draft the target's hs{fed}, but its weights were trained "
@@ -202,7 +202,7 @@ def engine_findings(
         and enabled("EC722")
     ):
         out.append(
-            VerifyFinding(
+            Finding(
                 "EC722",
                 "warning",
                 f"{run['engine']} measured a mean acceptance length of {measured:.2f} over {run['drafts']} drafts; the "
@@ -218,7 +218,7 @@ def engine_findings(
     if changed and enabled("EC723"):
         first = ", ".join(f"prompt {i} at new token {t}" for i, t in changed[:3])
         out.append(
-            VerifyFinding(
+            Finding(
                 "EC723",
                 "warning",
                 f"{run['engine']} {run['version']} with the draft generated other greedy text than the target alone on "

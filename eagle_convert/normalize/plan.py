@@ -36,13 +36,11 @@ from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import FAMILIES, TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import RULES
 
 SCHEMA_VERSION = 1
 # The engines each profile is written for (the output must select the trained hidden states in each).
 PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
-# Findings that mean the source cannot be converted without guessing.
-_BLOCKING = ("EC001", "EC002", "EC007", "EC107", "EC201", "EC203", "EC205")
-_INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
 
 
 @dataclass(frozen=True)
@@ -319,7 +317,7 @@ def _resolve(
     src: Path, ckpt: Checkpoint, spec: DraftSpec, target: TargetConfig | None, family: str | None, profile: str
 ) -> tuple[Semantics, list[Finding]]:
     """What the draft means, with every ambiguity either resolved by evidence or refused."""
-    blocking = [f for f in spec.findings if f.rule_id in _BLOCKING and f.severity == "error"]
+    blocking = [f for f in spec.findings if RULES[f.rule_id].blocks_normalize and f.severity == "error"]
     if blocking:
         raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
     if spec.num_draft_layers > 1:

@@ -15,21 +15,13 @@ from typing import Any, Protocol
 from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, ShardIndexError, UnsafePathError
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.safetensors_header import SafetensorsHeader, TensorInfo, read_header
+from eagle_convert.rules.finding import Finding
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
 SAFETENSORS_SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
-
-@dataclass(frozen=True)
-class ReaderNote:
-    """Something the reader noticed that is not fatal; turned into a finding by the caller."""
-
-    rule_id: str
-    severity: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -91,7 +83,7 @@ class Checkpoint:
     shards: tuple[ShardInfo, ...]
     tensors: Mapping[str, TensorInfo]
     pickle_files: tuple[str, ...]
-    notes: tuple[ReaderNote, ...] = field(default=())
+    notes: tuple[Finding, ...] = field(default=())
     revision: str | None = None  # the resolved commit sha of a Hub repo; None on disk
     store: Store | None = None  # where the files are read from (None for a single file or a bare config)
 
@@ -170,18 +162,16 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
         raise ConfigError(f"{CONFIG_NAME} is missing", path=path, hint=f"a draft checkpoint needs its {CONFIG_NAME}")
     config = _read_config(store, CONFIG_NAME)
 
-    notes: list[ReaderNote] = []
+    notes: list[Finding] = []
     index_name: str | None = None
     if indexes:
         index_name = INDEX_NAME if INDEX_NAME in indexes else indexes[0]
         if len(indexes) > 1:
-            notes.append(ReaderNote("EC014", "warning", f"several index files; read {index_name}"))
+            notes.append(Finding("EC014", "warning", f"several index files; read {index_name}"))
         headers, tensors = _read_sharded(store, index_name)
         named = {h.path.name for h in headers}
         notes.extend(
-            ReaderNote(
-                "EC014", "warning", f"{name} is not named by {index_name}; engines that follow the index skip it"
-            )
+            Finding("EC014", "warning", f"{name} is not named by {index_name}; engines that follow the index skip it")
             for name in safetensors
             if name not in named
         )
@@ -190,14 +180,14 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
         tensors = _tensor_map(headers, path)
         if len(headers) > 1:
             notes.append(
-                ReaderNote(
+                Finding(
                     "EC014",
                     "info",
                     f"{len(headers)} safetensors files and no index: all were read as shards, as the engines do",
                 )
             )
     if headers and pickles:
-        notes.append(ReaderNote("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
+        notes.append(Finding("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
     return Checkpoint(
         path,
         path,

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.report import TOOL, VerifyFinding, VerifyReport
+from eagle_convert.verify.report import TOOL, VerifyReport
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -53,7 +54,7 @@ def _checkpoint_uri(path: str) -> str:
     return uri if uri.endswith("/") else uri + "/"
 
 
-def fingerprint(finding: VerifyFinding) -> str:
+def fingerprint(finding: Finding) -> str:
     """A stable identity for a finding across runs: sha256 of rule id, file, pointer and message."""
     parts = (finding.rule_id, finding.file or "", finding.pointer or "", finding.message)
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
@@ -73,7 +74,7 @@ def _sarif_rule(rule_id: str) -> dict[str, Any]:
     }
 
 
-def _sarif_result(finding: VerifyFinding, rule_index: dict[str, int], artifact_index: dict[str, int]) -> dict[str, Any]:
+def _sarif_result(finding: Finding, rule_index: dict[str, int], artifact_index: dict[str, int]) -> dict[str, Any]:
     result: dict[str, Any] = {"ruleId": finding.rule_id}
     if finding.rule_id in rule_index:
         result["ruleIndex"] = rule_index[finding.rule_id]
@@ -151,7 +152,7 @@ def _xml_text(text: str) -> str:
     return _XML_INVALID.sub("\ufffd", text)
 
 
-def _finding_line(finding: VerifyFinding) -> str:
+def _finding_line(finding: Finding) -> str:
     where = finding.pointer or finding.file
     return f"{finding.severity} {where}: {finding.message}" if where else f"{finding.severity}: {finding.message}"
 
@@ -168,7 +169,7 @@ def to_junit(report: VerifyReport) -> str:
     Warnings and infos never fail a testcase; they are listed in its `<system-out>`. Findings of a rule that has no
     check outcome still get a testcase, so nothing is dropped. An input error adds a testcase "input" with `<error>`.
     """
-    by_rule: dict[str, list[VerifyFinding]] = {}
+    by_rule: dict[str, list[Finding]] = {}
     for finding in report.findings:
         by_rule.setdefault(finding.rule_id, []).append(finding)
     cases: list[tuple[str, str, str, str]] = [(c.rule_id, c.name, c.outcome, c.reason) for c in report.checks]

@@ -1,4 +1,9 @@
-"""Findings: one observation about a checkpoint, tied to a rule with a stable id."""
+"""The one finding type: an observation about a checkpoint, tied to a rule with a stable id.
+
+Detection, the reader, every verify level, the engine level and normalize all report with it. ``subject`` is what
+the finding is about (a tensor name or a config key); ``file`` and ``pointer`` place it in the checkpoint's files
+(``verify`` fills them from the subject where the finding did not).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +16,22 @@ SEVERITIES = ("error", "warning", "info")
 @dataclass(frozen=True)
 class Finding:
     rule_id: str
-    severity: str
+    severity: str  # "error", "warning" or "info"
     message: str
-    subject: str | None = None  # the tensor name or config key the finding is about
+    file: str | None = None  # the checkpoint file the finding is about (config.json, a shard), relative
+    pointer: str | None = None  # JSON pointer into that file's config, or the tensor name
     expected: Any = None
     actual: Any = None
-    engine: str | None = None  # set when only one engine is affected ("vllm" or "sglang")
+    subject: str | None = None  # the tensor name or config key the finding is about
+    engine: str | None = None  # set when only one engine release is affected
 
+    def inspect_json(self) -> dict[str, Any]:
+        """The fields of an ``inspect`` finding (schemas/inspect-report.schema.json)."""
+        return {k: getattr(self, k) for k in ("rule_id", "severity", "message", "subject", "expected", "actual")} | {
+            "engine": self.engine
+        }
 
-def worst_severity(findings: list[Finding]) -> str | None:
-    for level in SEVERITIES:
-        if any(f.severity == level for f in findings):
-            return level
-    return None
+    def verify_json(self) -> dict[str, Any]:
+        """The fields of a ``verify`` finding (schemas/verify-report.schema.json)."""
+        keys = ("rule_id", "severity", "message", "file", "pointer", "expected", "actual")
+        return {k: getattr(self, k) for k in keys}

@@ -17,7 +17,7 @@ from eagle_convert.probe.text import read_prompts
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
-from eagle_convert.verify.report import VerifyFinding
+from eagle_convert.rules.finding import Finding
 
 LOW_AGREEMENT = 0.05
 
@@ -37,25 +37,23 @@ class ProbeSettings:
     min_positions: int = MIN_POSITIONS
 
 
-def forward_findings(
-    ckpt: Checkpoint, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
-) -> list[VerifyFinding]:
+def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32) -> list[Finding]:
     try:
         finite, what = forward_check(ckpt.root, compute=compute)
     except EagleConvertError as exc:
         return (
-            [VerifyFinding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
+            [Finding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
             if enabled("EC702")
             else []
         )
     if not finite and enabled("EC701"):
-        return [VerifyFinding("EC701", "error", f"the draft's forward pass ({what}) produced NaN or Inf", None, None)]
+        return [Finding("EC701", "error", f"the draft's forward pass ({what}) produced NaN or Inf", None, None)]
     return []
 
 
 def saved_state_findings(
     spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
-) -> tuple[list[VerifyFinding], dict[str, Any]]:
+) -> tuple[list[Finding], dict[str, Any]]:
     """Match hidden states a trainer or engine saved against the target's boundaries."""
     result = match_saved_states(target, path, compute)
     found = sorted({m["boundary"] for m in result["matches"]})
@@ -63,7 +61,7 @@ def saved_state_findings(
     pointer = "/eagle_aux_hidden_state_layer_ids"
     if configured is not None and found != sorted(configured) and enabled("EC714"):
         return [
-            VerifyFinding(
+            Finding(
                 "EC714",
                 "error",
                 f"the saved hidden states are hs{found}, but the config selects hs{configured}",
@@ -75,7 +73,7 @@ def saved_state_findings(
         ], result
     if enabled("EC715"):
         return [
-            VerifyFinding(
+            Finding(
                 "EC715",
                 "info",
                 f"the saved hidden states are hs{found} (relative errors "
@@ -94,7 +92,7 @@ def probe_findings(
     target: Path,
     enabled: Callable[[str], bool],
     settings: ProbeSettings,
-) -> tuple[list[VerifyFinding], dict[str, Any] | None]:
+) -> tuple[list[Finding], dict[str, Any] | None]:
     token_ids = settings.token_ids
     try:
         result = run_probe(
@@ -110,15 +108,11 @@ def probe_findings(
         )
     except EagleConvertError as exc:
         return (
-            [
-                VerifyFinding(
-                    "EC702", "error", f"the probe cannot run this draft with this target: {exc.message}", None, None
-                )
-            ]
+            [Finding("EC702", "error", f"the probe cannot run this draft with this target: {exc.message}", None, None)]
             if enabled("EC702")
             else []
         ), None
-    out: list[VerifyFinding] = []
+    out: list[Finding] = []
     configured = result.row(result.configured)
     pointer = "/eagle_aux_hidden_state_layer_ids"
     if result.best != result.configured:
@@ -126,7 +120,7 @@ def probe_findings(
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(
-                VerifyFinding(
+                Finding(
                     rule,
                     "info" if rule == "EC713" else "error",
                     f"the draft matches the target's next token {best.top1:.1%} of the time when it reads "
@@ -144,7 +138,7 @@ def probe_findings(
         settled = all(r.verdict in ("worse", "no better") for r in other)
         needed = max((r.positions_needed or 0 for r in other), default=0)
         out.append(
-            VerifyFinding(
+            Finding(
                 "EC713",
                 "info",
                 f"the ambiguous ids read best as {configured.reading} (hs{configured.hidden_states}, top-1 "
@@ -158,7 +152,7 @@ def probe_findings(
         )
     if all(r.top1 < LOW_AGREEMENT for r in result.rows) and enabled("EC712"):
         out.append(
-            VerifyFinding(
+            Finding(
                 "EC712",
                 "warning",
                 f"the draft's first token matches the target's greedy token "
@@ -180,7 +174,7 @@ def probe_findings(
         table["oracle"] = oracle_check(target, sequence)
         if table["oracle"]["max_relative_error"] > 1e-3 and enabled("EC716"):
             out.append(
-                VerifyFinding(
+                Finding(
                     "EC716",
                     "error",
                     f"the reference target differs from transformers by "

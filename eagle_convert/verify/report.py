@@ -6,23 +6,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from eagle_convert import __version__
-from eagle_convert.rules.finding import SEVERITIES
+from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import fix_fields
 
 SCHEMA_VERSION = 1
 TOOL = "eagle-convert"
 TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
-
-
-@dataclass(frozen=True)
-class VerifyFinding:
-    rule_id: str
-    severity: str  # "error", "warning" or "info"
-    message: str
-    file: str | None = None  # the checkpoint file the finding is about (config.json, a shard), relative
-    pointer: str | None = None  # JSON pointer into that file's config, or the tensor name
-    expected: Any = None
-    actual: Any = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +36,7 @@ class VerifyReport:
     engine: str
     fail_level: str
     status: str  # "pass", "fail" or "error"
-    findings: list[VerifyFinding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     checks: list[CheckOutcome] = field(default_factory=list)
     files: list[FileDigest] = field(default_factory=list)
     error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
@@ -71,7 +60,7 @@ class VerifyReport:
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
-            "findings": [{**asdict(f), **fix_fields(f.rule_id)} for f in self.findings],
+            "findings": [{**f.verify_json(), **fix_fields(f.rule_id)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
             "probe": self.probe,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.engines import resolve_engines
+from eagle_convert.engines import engine_level_engine, resolve_engines
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
@@ -22,7 +22,7 @@ from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES
 from eagle_convert.verify.gate_join import gate_findings, views
-from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyFinding, VerifyReport
+from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyReport
 from eagle_convert.verify.static import STATIC_CHECKS, Context, map_names
 
 if TYPE_CHECKING:
@@ -251,14 +251,14 @@ def verify_checkpoint(
     def enabled(rule_id: str) -> bool:
         return _selected(rule_id, chosen, ignored) and LEVELS.index(RULES[rule_id].level) <= depth
 
-    found: list[VerifyFinding] = []
-    notes = [Finding(n.rule_id, n.severity, n.message) for n in ckpt.notes]
+    found: list[Finding] = []
+    notes = list(ckpt.notes)
     for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
         file, pointer = _pointer(spec, ckpt, f)
-        found.append(VerifyFinding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
+        found.append(Finding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
     if ckpt.weight_format == "pickle":
         found.append(
-            VerifyFinding(
+            Finding(
                 "EC003",
                 "warning",
                 f"weights are pickle ({', '.join(ckpt.pickle_files)}): tensors "
@@ -304,8 +304,7 @@ def verify_checkpoint(
 
             chosen_engine = replace(
                 engine_settings or EngineSettings(),
-                # only SGLang releases selected: SGLang; otherwise vLLM, the engine that runs anywhere
-                engine="sglang" if all(r.engine == "sglang" for r in releases) else "vllm",
+                engine=engine_level_engine(releases),
                 token_ids=token_ids,
                 prompts=prompts,
                 steps=probe_steps,
@@ -319,7 +318,7 @@ def verify_checkpoint(
 
     found = [f for f in found if enabled(f.rule_id)]
     if strict:
-        found = [VerifyFinding(f.rule_id, "error", *_rest(f)) if f.rule_id in STRICT_ERRORS else f for f in found]
+        found = [Finding(f.rule_id, "error", *_rest(f)) if f.rule_id in STRICT_ERRORS else f for f in found]
     found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
     failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
     status = "fail" if any(f.severity in failing for f in found) else "pass"
@@ -348,12 +347,12 @@ def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] |
     return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
 
 
-def _rest(f: VerifyFinding) -> tuple[str, str | None, str | None, Any, Any]:
+def _rest(f: Finding) -> tuple[str, str | None, str | None, Any, Any]:
     return f.message, f.file, f.pointer, f.expected, f.actual
 
 
 def _outcomes(
-    found: list[VerifyFinding],
+    found: list[Finding],
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     depth: int,

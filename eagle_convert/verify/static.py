@@ -20,8 +20,8 @@ from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.safetensors_header import FLOAT_DTYPES, INT_DTYPES
+from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.report import VerifyFinding
 
 CONFIG = "config.json"
 # Config fields whose null value strict config classes reject (FORMATS.md section 8, item 15).
@@ -89,9 +89,9 @@ def cfg_finding(
     expected: Any = None,
     actual: Any = None,
     severity: str | None = None,
-) -> VerifyFinding:
+) -> Finding:
     pointer = "/" + key.replace(".", "/") if key else None
-    return VerifyFinding(rule_id, severity or RULES[rule_id].severity, message, CONFIG, pointer, expected, actual)
+    return Finding(rule_id, severity or RULES[rule_id].severity, message, CONFIG, pointer, expected, actual)
 
 
 def tensor_finding(
@@ -103,15 +103,15 @@ def tensor_finding(
     expected: Any = None,
     actual: Any = None,
     severity: str | None = None,
-) -> VerifyFinding:
+) -> Finding:
     stored = ctx.canonical.get(name, name)
     info = ctx.ckpt.tensors.get(stored)
-    return VerifyFinding(
+    return Finding(
         rule_id, severity or RULES[rule_id].severity, message, info.shard if info else None, stored, expected, actual
     )
 
 
-Check = Callable[[Context], list[VerifyFinding]]
+Check = Callable[[Context], list[Finding]]
 STATIC_CHECKS: dict[str, Check] = {}
 
 
@@ -127,7 +127,7 @@ def check(rule_id: str) -> Callable[[Check], Check]:
 
 
 @check("EC011")
-def _target_class(ctx: Context) -> list[VerifyFinding]:
+def _target_class(ctx: Context) -> list[Finding]:
     archs = ctx.spec.config.architectures
     if "sglang" not in ctx.engines or not archs or not all(_TARGET_CLASS.match(a) for a in archs):
         return []
@@ -147,12 +147,12 @@ def _draft_class(ctx: Context) -> str:
 
 
 @check("EC015")
-def _layer_prefix(ctx: Context) -> list[VerifyFinding]:
+def _layer_prefix(ctx: Context) -> list[Finding]:
     prefix = ctx.spec.layer_prefix or ""
     if "sglang" not in ctx.engines or "layers." not in prefix:
         return []
     return [
-        VerifyFinding(
+        Finding(
             "EC015",
             "warning",
             f"decoder layer stored as {prefix}*: SGLang builds before PR #24663 "
@@ -169,7 +169,7 @@ def _layer_prefix(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC109")
-def _ids_location(ctx: Context) -> list[VerifyFinding]:
+def _ids_location(ctx: Context) -> list[Finding]:
     aux = ctx.spec.aux
     if aux.location != "top-level":
         return []
@@ -187,7 +187,7 @@ def _ids_location(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC110")
-def _k_without_ids(ctx: Context) -> list[VerifyFinding]:
+def _k_without_ids(ctx: Context) -> list[Finding]:
     if ctx.spec.num_aux_hidden_states == 3 or ctx.spec.aux.ids:
         return []
     return [
@@ -206,7 +206,7 @@ def _k_without_ids(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC209")
-def _bias(ctx: Context) -> list[VerifyFinding]:
+def _bias(ctx: Context) -> list[Finding]:
     flag, has = ctx.spec.config.bias, "fc.bias" in ctx.canonical
     out = []
     if flag and not has:
@@ -244,7 +244,7 @@ def _bias(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC210")
-def _mla_norm_before_fc(ctx: Context) -> list[VerifyFinding]:
+def _mla_norm_before_fc(ctx: Context) -> list[Finding]:
     if ctx.spec.attention != "mla" or not ctx.spec.flags.norm_before_fc.value:
         return []
     return [
@@ -264,13 +264,13 @@ _OWN_RULE = {"lm_head.weight": "EC401", "d2t": "EC404"}  # missing tensors anoth
 
 
 @check("EC301")
-def _missing(ctx: Context) -> list[VerifyFinding]:
+def _missing(ctx: Context) -> list[Finding]:
     out = []
     for name, exp in ctx.expected.items():
         if exp.required and name not in ctx.canonical and name not in _OWN_RULE:
             consequence = "SGLang and vLLM leave the parameter at its random initialisation (or fail to load)"
             out.append(
-                VerifyFinding(
+                Finding(
                     "EC301",
                     "error",
                     f"{name} is missing ({exp.why}): {consequence}",
@@ -284,7 +284,7 @@ def _missing(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC302")
-def _unexpected(ctx: Context) -> list[VerifyFinding]:
+def _unexpected(ctx: Context) -> list[Finding]:
     refusing = [v.release for v in ctx.views if v.unknown_tensors == "refused"]
     dropping = [v.release for v in ctx.views if v.unknown_tensors == "dropped"]
     severity = "error" if refusing else "warning"
@@ -318,7 +318,7 @@ def _unexpected(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC303")
-def _shapes(ctx: Context) -> list[VerifyFinding]:
+def _shapes(ctx: Context) -> list[Finding]:
     out = []
     for name, exp in ctx.expected.items():
         actual = ctx.shape(name)
@@ -337,7 +337,7 @@ def _shapes(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC304")
-def _dtypes(ctx: Context) -> list[VerifyFinding]:
+def _dtypes(ctx: Context) -> list[Finding]:
     out = []
     for name, stored in ctx.canonical.items():
         dtype = ctx.ckpt.tensors[stored].dtype
@@ -375,7 +375,7 @@ def _dtypes(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC305")
-def _fp8(ctx: Context) -> list[VerifyFinding]:
+def _fp8(ctx: Context) -> list[Finding]:
     fp8 = [n for n, t in ctx.ckpt.tensors.items() if t.dtype.startswith("F8")]
     quant = ctx.cfg.get("quantization_config")
     method = quant.get("quant_method") if isinstance(quant, dict) else None
@@ -396,7 +396,7 @@ def _fp8(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC306")
-def _head_dim(ctx: Context) -> list[VerifyFinding]:
+def _head_dim(ctx: Context) -> list[Finding]:
     d = ctx.spec.dims
     if not d.head_dim_explicit or not d.hidden_size or not d.num_attention_heads or ctx.spec.attention == "mla":
         return []
@@ -419,7 +419,7 @@ def _head_dim(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC401")
-def _lm_head(ctx: Context) -> list[VerifyFinding]:
+def _lm_head(ctx: Context) -> list[Finding]:
     d = ctx.spec.dims
     if d.draft_vocab_size_key == "null" or "lm_head.weight" in ctx.canonical:
         return []
@@ -435,7 +435,7 @@ def _lm_head(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC402")
-def _lm_head_rows(ctx: Context) -> list[VerifyFinding]:
+def _lm_head_rows(ctx: Context) -> list[Finding]:
     shape, vd = ctx.shape("lm_head.weight"), ctx.spec.dims.draft_vocab_size
     if shape is None or vd is None or shape[0] == vd:
         return []
@@ -452,7 +452,7 @@ def _lm_head_rows(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC403")
-def _tied(ctx: Context) -> list[VerifyFinding]:
+def _tied(ctx: Context) -> list[Finding]:
     if ctx.cfg.get("tie_word_embeddings") is not True:
         return []
     return [
@@ -467,7 +467,7 @@ def _tied(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC404")
-def _d2t_missing(ctx: Context) -> list[VerifyFinding]:
+def _d2t_missing(ctx: Context) -> list[Finding]:
     d = ctx.spec.dims
     if "d2t" in ctx.canonical or d.draft_vocab_size is None or d.vocab_size is None:
         return []
@@ -485,7 +485,7 @@ def _d2t_missing(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC405")
-def _draft_vocab_key(ctx: Context) -> list[VerifyFinding]:
+def _draft_vocab_key(ctx: Context) -> list[Finding]:
     key = ctx.spec.dims.draft_vocab_size_key
     failing = [v.release for v in ctx.views if "draft_vocab_size" in v.required_keys]
     if key == "absent" and failing:
@@ -510,7 +510,7 @@ def _draft_vocab_key(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC411")
-def _embed_needed(ctx: Context) -> list[VerifyFinding]:
+def _embed_needed(ctx: Context) -> list[Finding]:
     ths, h = ctx.spec.target_hidden_size, ctx.spec.dims.hidden_size
     if ths is None or h is None or ths == h or "embed_tokens.weight" in ctx.canonical:
         return []
@@ -528,7 +528,7 @@ def _embed_needed(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC501")
-def _target_hidden_size(ctx: Context) -> list[VerifyFinding]:
+def _target_hidden_size(ctx: Context) -> list[Finding]:
     cfg, h = ctx.cfg, ctx.spec.dims.hidden_size
     if "target_hidden_size" in cfg and cfg["target_hidden_size"] is None:
         return [
@@ -561,7 +561,7 @@ def null_typed_fields(cfg: dict[str, Any]) -> list[str]:
 
 
 @check("EC502")
-def _typed_null(ctx: Context) -> list[VerifyFinding]:
+def _typed_null(ctx: Context) -> list[Finding]:
     return [
         cfg_finding("EC502", f"{key} is null; typed config classes reject it", key, actual=None)
         for key in null_typed_fields(ctx.cfg)
@@ -575,7 +575,7 @@ def _rope_kind(scaling: dict[str, Any] | None) -> tuple[Any, Any]:
 
 
 @check("EC503")
-def _rope(ctx: Context) -> list[VerifyFinding]:
+def _rope(ctx: Context) -> list[Finding]:
     if ctx.target is None:
         return []
     draft, target = _rope_kind(ctx.spec.config.rope_scaling), _rope_kind(ctx.target.rope_scaling)
@@ -594,7 +594,7 @@ def _rope(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC504")
-def _max_positions(ctx: Context) -> list[VerifyFinding]:
+def _max_positions(ctx: Context) -> list[Finding]:
     if ctx.target is None or ctx.target.max_position_embeddings is None:
         return []
     mine = ctx.spec.dims.max_position_embeddings
@@ -616,7 +616,7 @@ def _max_positions(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC505")
-def _quant_leak(ctx: Context) -> list[VerifyFinding]:
+def _quant_leak(ctx: Context) -> list[Finding]:
     quant = ctx.cfg.get("quantization_config")
     if not isinstance(quant, dict) or any(
         t.dtype.startswith(("F8", "F4", "F6", "I8", "U8")) and not t.name.endswith(("d2t", "t2d"))
@@ -638,7 +638,7 @@ def _quant_leak(ctx: Context) -> list[VerifyFinding]:
 
 
 @check("EC506")
-def _q_lora_rank(ctx: Context) -> list[VerifyFinding]:
+def _q_lora_rank(ctx: Context) -> list[Finding]:
     if ctx.spec.attention != "mla" or ctx.spec.dims.q_lora_rank is not None:
         return []
     return [

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.read.checkpoint import open_checkpoint
-from eagle_convert.verify.report import TENSOR_VALUES, VerifyFinding
+from eagle_convert.rules.finding import Finding
+from eagle_convert.verify.report import TENSOR_VALUES
 from eagle_convert.verify.static import Context, tensor_finding
 
 CHUNK_ELEMENTS = 1 << 22  # statistics are computed over 4M-element float32 chunks (16 MiB)
@@ -90,10 +91,10 @@ def _load(ctx: Context, stored: str) -> Any:
 
 def content_findings(
     ctx: Context, enabled: Callable[[str], bool], progress: Callable[[str, int, int], None] | None = None
-) -> list[VerifyFinding]:
+) -> list[Finding]:
     """Every tensor-level rule, one tensor in memory at a time; ``progress("reading tensor values", done, total)``
     hears of each tensor read."""
-    out: list[VerifyFinding] = []
+    out: list[Finding] = []
     total = len(ctx.canonical)
     if progress is not None:
         progress(TENSOR_VALUES, 0, total)
@@ -152,10 +153,10 @@ def _init_like(stats: Stats, init_std: float) -> bool:
     )
 
 
-def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool]) -> list[VerifyFinding]:
+def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool]) -> list[Finding]:
     import torch
 
-    out: list[VerifyFinding] = []
+    out: list[Finding] = []
     vocab = ctx.spec.dims.vocab_size
     if d2t is None or d2t.is_floating_point() or vocab is None:
         return out
@@ -215,7 +216,7 @@ def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool])
     return out
 
 
-def _embed_vs_target(ctx: Context, embed: Any) -> list[VerifyFinding]:
+def _embed_vs_target(ctx: Context, embed: Any) -> list[Finding]:
     """Compare the draft's embed_tokens with the target's, when --target has weights."""
     if ctx.target is None:
         return []
