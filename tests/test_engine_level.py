@@ -70,6 +70,7 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     import eagle_convert.engine_level as engine_level
     from eagle_convert.draft.detect import detect
     from eagle_convert.engine_level.base import EngineObservation
+    from eagle_convert.probe.result import ProbeReport, ProbeResult, ProbeRow
     from eagle_convert.probe.run import EngineRunPrediction
     from eagle_convert.read.checkpoint import open_checkpoint
 
@@ -80,7 +81,8 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     prediction = EngineRunPrediction(1.6, [0.4, 0.15, 0.05], 100, [[1, 2]])
     monkeypatch.setattr(engine_level, "predict", lambda *args: prediction if same_run else None)
     table = 1.0 if same_run else 1.6  # the table's figure is used only without the same-run prediction
-    probe = {"configured": "configured", "rows": [{"reading": "configured", "acceptance_length": table}]}
+    row = ProbeRow("configured", [2, 6, 9], True, 0.5, table)
+    probe = ProbeReport(ProbeResult(1, 10, 3, "configured", "configured", [row]))
     settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
     found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,

@@ -8,6 +8,8 @@ EAGLE_CONVERT_FUZZ_EXAMPLES raises it for a long run (docs/security.md records o
 from __future__ import annotations
 
 import copy
+import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -19,16 +21,18 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from safetensors import safe_open
 
-from eagle_convert.errors import EagleConvertError
+from eagle_convert.errors import EXIT_BAD_INPUT, EXIT_NOTHING_TO_CHECK, EagleConvertError
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read.checkpoint import open_checkpoint
-from eagle_convert.read.safetensors_header import DTYPE_BITS, read_header
+from eagle_convert.read.safetensors_header import DTYPE_BITS, read_header, tensor_nbytes
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
+from tests.conftest import ROOT
 
 EXAMPLES = int(os.environ.get("EAGLE_CONVERT_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -118,11 +122,31 @@ def _fresh(base: Path, tmp: Path, name: str) -> Path:
     return out
 
 
-def _expect_typed(fn: Any, *args: Any, **kwargs: Any) -> None:
+SCHEMAS = {
+    name: Draft202012Validator(json.loads((ROOT / "schemas" / f"{name}-report.schema.json").read_text()))
+    for name in ("inspect", "verify", "normalize")
+}
+
+
+def _expect_typed(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn``'s result, or None when it raised one of the project's typed errors, which must read as the CLI renders
+    it: a one-line message and the exit code of bad input (2) or of nothing to check (3). Any other exception fails."""
     try:
-        fn(*args, **kwargs)
-    except EagleConvertError:
-        pass
+        return fn(*args, **kwargs)
+    except EagleConvertError as exc:
+        assert exc.message and "\n" not in exc.message, repr(exc.message)
+        assert exc.exit_code in (EXIT_BAD_INPUT, EXIT_NOTHING_TO_CHECK), (type(exc).__name__, exc.exit_code)
+        assert exc.hint is None or (exc.hint and "\n" not in exc.hint), repr(exc.hint)
+        return None
+
+
+def _hashes(directory: Path) -> dict[str, str]:
+    """sha256 of every file under ``directory``: the inputs a run must leave as they were."""
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 @FUZZ
@@ -138,11 +162,19 @@ def test_fuzzed_config_only_gives_success_or_typed_error(
     config = json.loads((ckpt / "config.json").read_text())
     text = _raw_json_tricks(json.dumps(data.draw(mutated(config))), trick)
     (ckpt / "config.json").write_text(text, encoding="utf-8")
-    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
-    _expect_typed(inspect_checkpoint, ckpt)
-    _expect_typed(verify_checkpoint, ckpt, compute_hashes=False)
-    _expect_typed(normalize_checkpoint, ckpt, tmp_path / "out", target_family="llama", dry_run=True)
-    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before  # inputs are never modified
+    before = _hashes(ckpt)
+    inspected = _expect_typed(inspect_checkpoint, ckpt)
+    if inspected is not None:  # a report a --json run can write: valid against its schema
+        SCHEMAS["inspect"].validate(inspected.to_dict())
+    verified = _expect_typed(verify_checkpoint, ckpt, compute_hashes=False)
+    if verified is not None:
+        SCHEMAS["verify"].validate(verified.to_dict())
+        assert verified.status in ("pass", "fail") and verified.level == "static"
+    planned = _expect_typed(normalize_checkpoint, ckpt, tmp_path / "out", target_family="llama", dry_run=True)
+    if planned is not None:
+        SCHEMAS["normalize"].validate(planned.to_dict())
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
+    assert _hashes(ckpt) == before  # inputs are never modified
 
 
 @FUZZ
@@ -157,8 +189,20 @@ def test_fuzzed_index_gives_success_or_typed_error(base: Path, tmp_path: Path, d
         )
     index = json.loads(index_path.read_text())
     index_path.write_text(json.dumps(data.draw(mutated(index))))
-    _expect_typed(open_checkpoint, ckpt)
-    _expect_typed(verify_checkpoint, ckpt, compute_hashes=False)
+    before = _hashes(ckpt)
+    on_disk = {
+        t.name: t for p in sorted(ckpt.glob("*.safetensors")) for t in read_header(p).tensors
+    }  # what the shards hold, whatever the index says
+    opened = _expect_typed(open_checkpoint, ckpt)
+    if opened is not None:  # the index can neither invent, drop nor move a tensor
+        assert opened.root == ckpt and {s.name for s in opened.shards} <= {p.name for p in ckpt.iterdir()}
+        assert dict(opened.tensors) == on_disk
+    verified = _expect_typed(verify_checkpoint, ckpt, compute_hashes=False)
+    if verified is not None:
+        SCHEMAS["verify"].validate(verified.to_dict())
+        assert verified.status in ("pass", "fail")
+    assert (opened is None) == (verified is None)  # verify reads the checkpoint as the reader does
+    assert _hashes(ckpt) == before
 
 
 def _mutate_bytes(blob: bytes, data: st.DataObject) -> bytes:
@@ -194,11 +238,18 @@ def test_fuzzed_safetensors_bytes_give_header_error_and_bounded_memory(
     path.write_bytes(mutant)
     tracemalloc.start()
     try:
-        _expect_typed(read_header, path)
+        header = _expect_typed(read_header, path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 20 * len(mutant) + (1 << 20)  # proportional to the real file, never to a claimed length
+    assert path.read_bytes() == mutant
+    if header is not None:  # what an accepted header promises: every tensor's bytes inside the file, none shared
+        spans = sorted((t.start, t.end) for t in header.tensors)
+        assert all(header.data_start <= start <= end <= len(mutant) for start, end in spans), spans
+        assert all(t.nbytes == tensor_nbytes(t.dtype, t.shape) for t in header.tensors)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans)), spans
+        assert len({t.name for t in header.tensors}) == len(header.tensors)
 
 
 # ---- differential check against the reference parser ------------------------------------------------------------

@@ -69,6 +69,8 @@ def test_h_is_help_and_help_texts_are_whole(capsys: pytest.CaptureFixture[str]) 
         (["verify"], "Missing argument 'PATH'"),
         (["bogus"], "No such command 'bogus'"),
         (["inspect", "x", "--no-such-flag"], "No such option: --no-such-flag"),
+        (["verify", "x", "--device", "tpu"], "Invalid value for '--device': unknown device 'tpu'; choose auto, cpu"),
+        (["normalize", "x", "y", "--dtype", "int8"], "Invalid value for '--dtype': unknown dtype 'int8'"),
     ],
 )
 def test_usage_errors_are_error_and_hint_lines(capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
@@ -78,6 +80,23 @@ def test_usage_errors_are_error_and_hint_lines(capsys: pytest.CaptureFixture[str
     assert len(lines) == 2 and lines[0].startswith("Error: ") and said in lines[0], err
     assert lines[1].startswith("Hint: run `eagle-convert") and "--help" in lines[1]
     assert "Value error" not in err and "╭" not in err and "Usage:" not in err
+
+
+def test_device_takes_what_the_library_resolves(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--device cuda:N parses (the library resolves it when a level needs it); the choices are the library's."""
+    from typer.main import get_command
+
+    from eagle_convert.cli.main import app
+    from eagle_convert.cli.options import choices_of
+    from eagle_convert.reference.compute import DEVICES, DTYPES
+    from eagle_convert.rules.registry import LEVELS
+
+    for device in ("cuda:1", "CUDA", "cpu"):
+        code, _, err = cli(capsys, "verify", str(tmp_path / "nope"), "--device", device)
+        assert code == 2 and err.startswith(f"Error: {tmp_path / 'nope'}: no such file or directory"), err
+    verify = get_command(app).commands["verify"]  # type: ignore[attr-defined]
+    choices = {p.name: choices_of(p) for p in verify.params}
+    assert choices["device"] == DEVICES and choices["dtype"] == DTYPES and choices["level"] == LEVELS
 
 
 # ---- 14: rules explain themselves, findings say how to fix them ------------------------------------------------
@@ -235,10 +254,20 @@ def test_tensors_level_and_hashing_report_progress_off_a_terminal(
 
 
 def test_steps_bar_off_a_terminal_gives_the_probe_a_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal the probe's (what, done, total) callback writes plain lines on stderr (before: None)."""
     stream = io.StringIO()
     monkeypatch.setattr("sys.stderr", stream)
+    monkeypatch.setattr(console.PlainProgress.__init__, "__defaults__", (0.0,))  # a line for every update
+    with console.steps_bar(enabled=False) as off:
+        assert off is None  # disabled: the probe reports nothing
     with console.steps_bar(enabled=True) as update:
-        assert update is not None  # the probe's (what, done, total) callback, before: None off a terminal
+        assert callable(update)
+        update("target: generating probe text", 4, 12)
+        update(console.TENSOR_VALUES, 7, 7)
+    assert stream.getvalue().splitlines() == [
+        "target: generating probe text: 4/12 layers (0:00 elapsed)",
+        f"{console.TENSOR_VALUES}: 7/7 tensors (0:00 elapsed)",
+    ]
 
 
 # ---- 15, 16: paths and settings ------------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ def _pair_copy(tmp_path: Path, edit: dict[str, object]) -> tuple[Path, Path, lis
 def test_probe_confirms_the_trained_reading(tmp_path: Path) -> None:
     draft, target, ids = _pair_copy(tmp_path, {})
     report = verify_checkpoint(draft, target=target, level="target", token_ids=ids)
-    probe = report.probe
+    probe = report.to_dict()["probe"]
     assert probe is not None and probe["best"] == "configured", probe
     assert probe["rows"][0]["top1"] > 0.8
     assert not [f for f in report.findings if f.rule_id in ("EC711", "EC712")]
@@ -211,7 +211,7 @@ def test_reinitialised_embedding_is_flagged(tmp_path: Path) -> None:
     report = verify_checkpoint(draft, target=target, level="target", token_ids=ids)
     rules = {f.rule_id for f in report.findings if f.pointer == "embed_tokens.weight"}
     assert "EC603" in rules, [(f.rule_id, f.pointer) for f in report.findings]
-    assert report.probe is not None and report.probe["rows"][0]["top1"] < 0.5  # and the draft stops agreeing
+    assert report.probe is not None and report.probe.result.rows[0].top1 < 0.5  # and the draft stops agreeing
 
 
 @pytest.mark.slow
@@ -259,8 +259,9 @@ def test_saved_hidden_states_and_the_transformers_oracle(tmp_path: Path) -> None
         oracle="transformers",
     )
     assert [f.rule_id for f in ok.findings if f.rule_id in ("EC714", "EC715", "EC716")] == ["EC715"]
-    assert ok.probe is not None and ok.probe["oracle"]["max_relative_error"] < 1e-4
-    assert [m["boundary"] for m in ok.probe["saved_states"]["matches"]] == pair.hidden_state_indices
+    assert ok.probe is not None and ok.probe.oracle is not None and ok.probe.oracle.max_relative_error < 1e-4
+    assert ok.probe.saved_states is not None
+    assert [m.boundary for m in ok.probe.saved_states.matches] == pair.hidden_state_indices
     bad = verify_checkpoint(
         draft,
         target=target,
@@ -507,7 +508,7 @@ def test_target_level_runs_an_mla_draft_against_a_deepseek_target(tmp_path: Path
     report = verify_checkpoint(tmp_path / "draft", target=target, level="target", token_ids=ids, probe_steps=2)
     REPORT.validate(report.to_dict())
     assert not [f for f in report.findings if f.rule_id == "EC702"], report.findings
-    probe = report.probe
+    probe = report.to_dict()["probe"]
     assert probe is not None and probe["positions"] == 38 + 18 + 28 and probe["text"] == "given"
     main = [r for r in probe["rows"] if not r["diagnostic"] and "SpecForge" not in r["reading"]]
     assert {r["reading"]: r["hidden_states"] for r in main} == {

@@ -11,10 +11,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from eagle_convert.read.digest import FileDigest
 from eagle_convert.render.formats import github_annotations, markdown_summary, to_json, to_junit, to_sarif
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyReport
+from eagle_convert.verify.report import CheckOutcome, VerifyReport
 
 ROOT = Path(__file__).resolve().parent.parent
 SARIF_SCHEMA = json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))

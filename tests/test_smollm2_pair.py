@@ -47,7 +47,7 @@ def _variant(draft: Path, out: Path, **changes: object) -> Path:
 def _probe(draft: Path, target: Path) -> dict[str, object]:
     report = verify_checkpoint(draft, target=target, level="target", device="cpu", select="EC7")
     assert report.probe is not None
-    return {"report": report, "probe": report.probe}
+    return {"report": report, "probe": report.to_dict()["probe"]}
 
 
 def test_default_probe_passes_the_true_config(pair: tuple[Path, Path]) -> None:

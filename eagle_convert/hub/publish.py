@@ -1,43 +1,31 @@
-"""`pull` and `push`: moving drafts between the Hub and disk, safely.
+"""`push`: publishing a draft to the Hub, safely (`pull` is read/hub_pull.py, re-exported here).
 
-`pull` downloads only what a draft needs into a resumable staging directory, checks every file's size and hash
-against the Hub's metadata, validates the checkpoint with the strict reader, and only then renames it into place.
 `push` runs `verify` first and uploads nothing unless it passes; weights, config, the model card and the verify
 report then go up in one commit, pinned to the parent commit it was prepared against.
 """
 
 from __future__ import annotations
 
+__all__ = ["GateFailed", "PullReport", "PushReport", "pull_checkpoint", "push_checkpoint"]
+
 import hashlib
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
 from eagle_convert.draft.detect import detect
-from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, InputError, OutputExistsError, UsageError
+from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, UsageError
 from eagle_convert.hub.model_card import render_card
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
-    INDEX_SUFFIX,
-    PICKLE_SUFFIXES,
-    SAFETENSORS_SUFFIX,
     open_checkpoint,
 )
 from eagle_convert.read.config import TargetConfig
-from eagle_convert.read.hub_store import HubError, HubStore, hf_client, hub_repo_ref, translate_error
-from eagle_convert.verify.run import checkpoint_files, hash_files, verify_checkpoint
+from eagle_convert.read.hub_pull import PullReport, TransferFile, pull_checkpoint, repo_ref
+from eagle_convert.read.hub_store import HubError, hf_client, translate_error
+from eagle_convert.verify.run import checkpoint_files, verify_checkpoint
+from eagle_convert.version import __version__
 
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "generation_config.json",
-)
 CARD_NAME = "README.md"
 REPORT_NAME = "verify-report.json"
 
@@ -47,21 +35,6 @@ class GateFailed(EagleConvertError):
 
     exit_code = EXIT_FINDINGS
     default_hint = "run `eagle-convert verify DIR` to see the findings; fix them (often: `eagle-convert normalize`)"
-
-
-@dataclass
-class TransferFile:
-    name: str
-    size: int
-    sha256: str | None
-
-
-@dataclass
-class PullReport:
-    repo_id: str
-    revision: str
-    out: str
-    files: list[TransferFile] = field(default_factory=list)
 
 
 @dataclass
@@ -75,104 +48,6 @@ class PushReport:
     commit: str | None = None
     commit_url: str | None = None
     pr_url: str | None = None
-
-
-def _repo(ref: str) -> tuple[str, str | None]:
-    parsed = hub_repo_ref(ref)
-    if parsed is None:
-        raise UsageError(f"{ref!r} is not a Hub repo id (owner/name[@revision])")
-    return parsed
-
-
-def _wanted(name: str, allow_pickle: bool, tokenizer: bool) -> bool:
-    return (
-        name == CONFIG_NAME
-        or name.endswith((SAFETENSORS_SUFFIX, INDEX_SUFFIX))
-        or (tokenizer and name in TOKENIZER_FILES)
-        or (allow_pickle and name.endswith(PICKLE_SUFFIXES))
-    )
-
-
-def _git_blob_sha1(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def _check_file(store: HubStore, path: Path) -> TransferFile:
-    """The downloaded file has the Hub's size and hash (LFS sha256, or git blob sha1 for files stored in git)."""
-    remote = store.files[path.name]
-    size = path.stat().st_size
-    if size != remote.size:
-        path.unlink()
-        raise HubError(
-            f"{path.name} is {size} bytes but the Hub lists {remote.size}; removed, run pull again",
-            path=store.location(path.name),
-        )
-    sha256 = hash_files(path.parent, [path.name])[0].sha256
-    if remote.sha256 and sha256 != remote.sha256:
-        path.unlink()
-        raise HubError(
-            f"{path.name} does not match the Hub's sha256; removed, run pull again", path=store.location(path.name)
-        )
-    if not remote.sha256 and remote.blob_id and _git_blob_sha1(path.read_bytes()) != remote.blob_id:
-        path.unlink()
-        raise HubError(
-            f"{path.name} does not match the Hub's git object id; removed, run pull again",
-            path=store.location(path.name),
-        )
-    return TransferFile(path.name, size, sha256)
-
-
-def pull_checkpoint(
-    ref: str,
-    out: str | Path,
-    *,
-    allow_pickle: bool = False,
-    tokenizer: bool = False,
-    token: str | None = None,
-    force: bool = False,
-) -> PullReport:
-    """Download the draft files of ``ref`` into ``out``: checked, validated, then renamed into place."""
-    repo_id, revision = _repo(ref)
-    out = Path(out)
-    if (out.exists() or out.is_symlink()) and not force:
-        raise OutputExistsError("the output already exists", path=out)
-    store = HubStore(repo_id, revision, token)
-    names = [n for n in store.names() if _wanted(n, allow_pickle, tokenizer)]
-    skipped_pickle = [n for n in store.names() if n.endswith(PICKLE_SUFFIXES) and n not in names]
-    if CONFIG_NAME not in names:
-        raise HubError(f"the repo has no {CONFIG_NAME} at {store.sha[:12]}: not a draft checkpoint", path=ref)
-    if not any(n.endswith(SAFETENSORS_SUFFIX) or n.endswith(PICKLE_SUFFIXES) for n in names):
-        hint = "its weights are pickle: pass --allow-pickle to download them" if skipped_pickle else None
-        raise HubError("the repo has no safetensors weights", path=ref, hint=hint)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
-    hf = hf_client()
-    try:
-        hf.snapshot_download(
-            repo_id,
-            revision=store.sha,
-            allow_patterns=names,
-            local_dir=staging,
-            token=token,
-            endpoint=hf.constants.ENDPOINT,
-        )
-    except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-        raise translate_error(exc, ref) from None
-    files = [_check_file(store, staging / n) for n in names]
-    try:
-        open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
-    except InputError:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume bookkeeping
-    if out.exists() or out.is_symlink():
-        old = out.parent / f".{out.name}.old-{store.sha[:16]}"
-        out.rename(old)
-        staging.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(out)
-    return PullReport(repo_id, store.sha, str(out), files)
 
 
 def push_checkpoint(
@@ -193,7 +68,7 @@ def push_checkpoint(
     message: str | None = None,
 ) -> PushReport:
     """Verify ``directory``; if it passes, publish it with its card and report as one commit of ``ref``."""
-    repo_id, revision = _repo(ref)
+    repo_id, revision = repo_ref(ref)
     if revision is not None:
         raise UsageError("push writes to the main branch (or a PR with --create-pr); drop the @revision")
     directory = Path(directory)
