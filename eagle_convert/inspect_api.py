@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.engines import resolve_engines
@@ -18,8 +17,7 @@ from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.gate_join import engines_json, gate_findings, views
 from eagle_convert.verify.static import null_typed_fields
-
-SCHEMA_VERSION = 1
+from eagle_convert.version import SCHEMA_VERSION, __version__
 
 
 @dataclass(frozen=True)
@@ -136,8 +134,12 @@ def inspect_checkpoint(
     target: str | Path | TargetConfig | None = None,
     aux_convention: str | None = None,
     token: str | None = None,
+    engine: str = "both",
 ) -> InspectReport:
-    """Open ``path`` (a directory, file or Hub repo id; headers only), detect its format and return the report."""
+    """Open ``path`` (a directory, file or Hub repo id; headers only), detect its format and return the report.
+
+    ``engine`` selects the releases whose views the findings are checked against (as ``verify --engine``)."""
+    releases = resolve_engines(engine)
     ckpt = open_source(path, token)
     target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
     spec = detect(ckpt, target_cfg, aux_convention)
@@ -156,5 +158,5 @@ def inspect_checkpoint(
         finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
         for key in null_typed_fields(ckpt.config or {})
     ]
-    gate = gate_findings(spec, ckpt.tensors, views(spec, resolve_engines("both")))
+    gate = gate_findings(spec, ckpt.tensors, views(spec, releases))
     return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate)

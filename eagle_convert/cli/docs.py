@@ -14,10 +14,14 @@ import typer
 from typer.main import get_command
 
 from eagle_convert.cli.main import app
+from eagle_convert.cli.options import choices_of
 
 
 def _value_kind(param: Any) -> str:
     annotation = param.type_descriptor.annotation
+    choices = choices_of(param)
+    if choices is not None:
+        return " \\| ".join(f"`{value}`" for value in choices)
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return " \\| ".join(f"`{member.value}`" for member in annotation)
     if getattr(param, "is_flag", False):

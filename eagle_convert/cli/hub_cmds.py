@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.verify_cmd import ENGINES_HELP, FailLevel, Level
+from eagle_convert.cli.options import fail_level_option, level_option
+from eagle_convert.cli.verify_cmd import ENGINES_HELP
 
 TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
 
@@ -42,8 +43,8 @@ def push(
     target: Path | None = typer.Option(None, "--target", metavar="PATH", help="Target model dir or config.json."),
     base_model: str | None = typer.Option(None, "--base-model", help="The target's Hub id, for the card's metadata."),
     engine: str = typer.Option("both", "--engine", metavar="ENGINES", help=ENGINES_HELP),
-    level: Level = typer.Option(Level.static, "--level", help="verify level that must pass."),
-    fail_level: FailLevel = typer.Option(FailLevel.error, "--fail-level", help="Lowest severity that blocks."),
+    level: str = level_option("verify level that must pass."),
+    fail_level: str = fail_level_option("Lowest severity that blocks."),
     strict: bool = typer.Option(False, "--strict", help="verify --strict."),
     create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing to main."),
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
@@ -65,8 +66,8 @@ def push(
         target=target,
         base_model=base_model,
         engine=engine,
-        level=level.value,
-        fail_level=fail_level.value,
+        level=level,
+        fail_level=fail_level,
         strict=strict,
         create_pr=create_pr,
         private=private,

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-
-class AuxConvention(StrEnum):
-    output_of = "output-of"
-    input_to = "input-to"
+from eagle_convert.cli.options import aux_convention_option
 
 
 def inspect(
@@ -25,9 +21,7 @@ def inspect(
         metavar="PATH",
         help="Target model directory or config.json: gives N, target hidden size and family.",
     ),
-    aux_convention: AuxConvention | None = typer.Option(
-        None, "--aux-convention", help="Declare what the aux-layer ids mean, overriding detection."
-    ),
+    aux_convention: str | None = aux_convention_option("Declare what the aux-layer ids mean, overriding detection."),
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -42,7 +36,7 @@ def inspect(
     from eagle_convert.render.json_output import json_errors, write_json
 
     with json_errors(as_json, "inspect", path):
-        report = inspect_checkpoint(str(path), target, aux_convention.value if aux_convention else None, token)
+        report = inspect_checkpoint(str(path), target, aux_convention, token)
     if as_json:
         write_json(report.to_dict())
         return

@@ -7,9 +7,9 @@ import sys
 
 import typer
 
-from eagle_convert import __version__
 from eagle_convert.cli import engines_cmd, hub_cmds, inspect_cmd, normalize_cmd, rules_cmd, verify_cmd
 from eagle_convert.errors import EagleConvertError
+from eagle_convert.version import __version__
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
 EXIT_INTERNAL = 2  # the contract: 2 = bad input, usage or internal error

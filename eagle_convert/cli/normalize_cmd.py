@@ -3,34 +3,12 @@
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.compute_options import Device, Dtype
+from eagle_convert.cli.options import aux_convention_option, device_option, dtype_option, family_option, profile_option
 from eagle_convert.errors import UsageError
-
-
-class Profile(StrEnum):
-    portable = "portable"
-    sglang = "sglang"
-    vllm = "vllm"
-    speculators = "speculators"
-
-
-class AuxConvention(StrEnum):
-    output_of = "output-of"
-    input_to = "input-to"
-    auto = "auto"  # measured against the target's hidden states (needs --target with weights)
-
-
-class Family(StrEnum):
-    llama = "llama"
-    qwen = "qwen"
-    deepseek = "deepseek"
-    gpt_oss = "gpt-oss"
-
 
 _UNITS = {
     "": 1,
@@ -57,22 +35,16 @@ def parse_size(text: str) -> int:
 def normalize(
     src: Path = typer.Argument(..., metavar="SRC", help="Draft checkpoint to convert (never modified)."),
     out: Path = typer.Argument(..., metavar="OUT", help="Output directory (written atomically)."),
-    profile: Profile = typer.Option(
-        Profile.portable,
-        "--profile",
-        help="Output form: portable loads right in "
-        "both engines; sglang, vllm and speculators carry only what that consumer reads.",
+    profile: str = profile_option(
+        "Output form: portable loads right in both engines; sglang, vllm and speculators carry only what that "
+        "consumer reads."
     ),
     target: Path | None = typer.Option(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, hidden size, family)."
     ),
-    target_family: Family | None = typer.Option(
-        None, "--target-family", help="Target family, when no target config is at hand."
-    ),
-    aux_convention: AuxConvention | None = typer.Option(
-        None,
-        "--aux-convention",
-        help="Declare what the source's aux-layer ids mean, or measure it against --target (auto).",
+    target_family: str | None = family_option("Target family, when no target config is at hand."),
+    aux_convention: str | None = aux_convention_option(
+        "Declare what the source's aux-layer ids mean, or measure it against --target (auto).", auto=True
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     as_json: bool = typer.Option(
@@ -88,10 +60,8 @@ def normalize(
     max_shard_size: str | None = typer.Option(
         None, "--max-shard-size", metavar="SIZE", help="Re-split the output into shards of at most SIZE (e.g. 5GB)."
     ),
-    device: Device = typer.Option(
-        Device.auto, "--device", help="--aux-convention auto: where the target and draft run (auto: the GPU if any)."
-    ),
-    dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--aux-convention auto: compute precision."),
+    device: str = device_option("--aux-convention auto: where the target and draft run (auto: the GPU if any)."),
+    dtype: str = dtype_option("--aux-convention auto: compute precision."),
     token_ids: Path | None = typer.Option(
         None,
         "--token-ids",
@@ -122,17 +92,17 @@ def normalize(
         report = normalize_checkpoint(
             src,
             out,
-            profile=profile.value,
+            profile=profile,
             target=target,
-            target_family=target_family.value if target_family else None,
-            aux_convention=aux_convention.value if aux_convention else None,
+            target_family=target_family,
+            aux_convention=aux_convention,
             dry_run=dry_run,
             allow_pickle=allow_pickle,
             force=force,
             max_shard_size=limit,
             progress=advance,
-            device=device.value,
-            dtype=dtype.value,
+            device=device,
+            dtype=dtype,
             probe={
                 "token_ids": read_token_ids(token_ids) if token_ids else None,
                 "prompts": read_prompts(prompts) if prompts and not token_ids else None,

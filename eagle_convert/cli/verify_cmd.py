@@ -5,15 +5,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import StrEnum
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from eagle_convert.cli.compute_options import Device, Dtype
-from eagle_convert.cli.inspect_cmd import AuxConvention
+from eagle_convert.cli.options import (
+    aux_convention_option,
+    choice,
+    device_option,
+    dtype_option,
+    fail_level_option,
+    level_option,
+)
 from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
+from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
+from eagle_convert.rules.registry import LEVELS
+from eagle_convert.verify.run import ORACLES
 
 if TYPE_CHECKING:
     from eagle_convert.verify.report import VerifyReport
@@ -25,35 +34,30 @@ ENGINES_HELP = (
 )
 
 
-class Level(StrEnum):
-    static = "static"
-    tensors = "tensors"
-    forward = "forward"
-    target = "target"
-    engine = "engine"
+def _sarif(report: VerifyReport) -> str:
+    from eagle_convert.render import formats as rf
+
+    return json.dumps(rf.to_sarif(report), indent=2, ensure_ascii=False) + "\n"
 
 
-class FailLevel(StrEnum):
-    error = "error"
-    warning = "warning"
+def _formatter(name: str) -> Callable[[VerifyReport], str]:
+    def render(report: VerifyReport) -> str:
+        from eagle_convert.render import formats as rf
+
+        return str(getattr(rf, name)(report))
+
+    return render
 
 
-class Oracle(StrEnum):
-    transformers = "transformers"
-
-
-class ProbeText(StrEnum):
-    greedy = "greedy"
-    sampled = "sampled"
-
-
-class Format(StrEnum):
-    human = "human"
-    json = "json"
-    github = "github"
-    sarif = "sarif"
-    junit = "junit"
-    concise = "concise"
+# --format: each report format and what writes it (human: the rich report on stderr, the JSON report to --output).
+RENDERERS: dict[str, Callable[[VerifyReport], str]] = {
+    "human": _formatter("to_json"),
+    "json": _formatter("to_json"),
+    "github": _formatter("github_annotations"),
+    "sarif": _sarif,
+    "junit": _formatter("to_junit"),
+    "concise": _formatter("to_concise"),
+}
 
 
 def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) -> str:
@@ -76,22 +80,21 @@ def verify(
         metavar="ENGINES",
         help=f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
     ),
-    level: Level = typer.Option(
-        Level.static,
-        "--level",
-        help="static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
-        "engine: also the draft in a real engine (scripts/engine-env).",
+    level: str = level_option(
+        "static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
+        "engine: also the draft in a real engine (scripts/engine-env)."
     ),
     strict: bool = typer.Option(
         False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."
     ),
-    fail_level: FailLevel | None = typer.Option(None, "--fail-level", help="Lowest severity that fails [error]."),
+    fail_level: str | None = fail_level_option("Lowest severity that fails [error].", default=False),
     select: str | None = typer.Option(
         None, "--select", metavar="RULES", help="Only these rules (ids or prefixes, comma-separated)."
     ),
     ignore: str | None = typer.Option(None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes)."),
-    output_format: Format = typer.Option(
-        Format.human,
+    output_format: str = choice(
+        tuple(RENDERERS),
+        next(iter(RENDERERS)),
         "--format",
         help="Report format (concise: one greppable line per finding on stdout, as ruff's).",
     ),
@@ -119,8 +122,8 @@ def verify(
         help="--level target: a safetensors file of aux states saved by a trainer or engine (token_ids [T], "
         "hidden_states [K, T, Ht]); reports which target boundaries they are.",
     ),
-    oracle: Oracle | None = typer.Option(
-        None, "--oracle", help="--level target: also check the reference target against this implementation."
+    oracle: str | None = choice(
+        ORACLES, None, "--oracle", help="--level target: also check the reference target against this implementation."
     ),
     prompts: Path | None = typer.Option(
         None,
@@ -130,8 +133,9 @@ def verify(
         "target's tokenizer.json and continued by the target.",
     ),
     probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
-    probe_text: ProbeText = typer.Option(
-        ProbeText.greedy,
+    probe_text: str = choice(
+        PROBE_TEXTS,
+        PROBE_TEXTS[0],
         "--probe-text",
         help="--level target without --token-ids: the target's own continuations of the prompts, greedy "
         "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
@@ -143,12 +147,10 @@ def verify(
         help="--level target: positions to score at least; while a comparison is undecided, more "
         "text up to 4 times as many.",
     ),
-    device: Device = typer.Option(
-        Device.auto,
-        "--device",
-        help="--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
+    device: str = device_option(
+        "--level forward/target: where the reference models run (auto: the GPU when torch sees one)."
     ),
-    dtype: Dtype = typer.Option(Dtype.float32, "--dtype", help="--level forward/target: compute precision."),
+    dtype: str = dtype_option("--level forward/target: compute precision."),
     engine_python: Path | None = typer.Option(
         None,
         "--engine-python",
@@ -162,8 +164,8 @@ def verify(
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
-    aux_convention: AuxConvention | None = typer.Option(
-        None, "--aux-convention", help="Declare what the aux-layer ids mean (as the trainer used them), as inspect."
+    aux_convention: str | None = aux_convention_option(
+        "Declare what the aux-layer ids mean (as the trainer used them), as inspect."
     ),
 ) -> None:
     """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
@@ -173,20 +175,20 @@ def verify(
     from eagle_convert.verify.report import VerifyReport
     from eagle_convert.verify.run import load_settings, verify_checkpoint
 
-    fmt = Format.json if as_json else output_format
+    fmt = "json" if as_json else output_format
     settings = load_settings(Path.cwd())
     chosen_engine = _setting(engine, settings, "engine", "both")
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
     try:
         with (
-            steps_bar(enabled=level != Level.static) as steps,
+            steps_bar(enabled=level != LEVELS[0]) as steps,
             progress_bar(enabled=not no_hash, label="hashing", total=_local_bytes(path)) as advance,
         ):
             report = verify_checkpoint(
                 str(path),
                 target=target,
                 engine=chosen_engine,
-                level=level.value,
+                level=level,
                 strict=strict,
                 fail_level=chosen_fail,
                 select=select if select is not None else settings.get("select"),
@@ -197,20 +199,20 @@ def verify(
                 token_ids=read_token_ids(token_ids) if token_ids else None,
                 prompts=prompts,
                 probe_steps=probe_steps,
-                probe_text=probe_text.value,
+                probe_text=probe_text,
                 reference_hidden_states=reference_hidden_states,
-                oracle=oracle.value if oracle else None,
-                device=device.value,
-                dtype=dtype.value,
+                oracle=oracle,
+                device=device,
+                dtype=dtype,
                 probe_progress=steps,
-                aux_convention=aux_convention.value if aux_convention else None,
+                aux_convention=aux_convention,
                 engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
                 probe_positions=probe_positions,
             )
     except EagleConvertError as exc:
         failed = VerifyReport(
             str(path),
-            level.value,
+            level,
             chosen_engine,
             chosen_fail,
             "error",
@@ -219,7 +221,7 @@ def verify(
         _emit(failed, fmt, output)
         raise
     _emit(report, fmt, output)
-    if fmt == Format.human:
+    if fmt == "human":
         render_verify(report, stderr_console())
     if report.status == "fail" and not exit_zero:
         raise typer.Exit(EXIT_FINDINGS)
@@ -238,26 +240,19 @@ def _local_bytes(path: Path) -> int | None:
     return sum(f.stat().st_size for pattern in _HASHED for f in path.glob(pattern) if f.is_file())
 
 
-def _emit(report: VerifyReport, fmt: Format, output: Path | None) -> None:
+def _emit(report: VerifyReport, fmt: str, output: Path | None) -> None:
     """Machine formats with plain writes (never through rich); GitHub annotations and step summary when in Actions."""
     from eagle_convert.render import formats as rf
 
-    render = {
-        Format.json: rf.to_json,
-        Format.human: rf.to_json,
-        Format.sarif: lambda r: json.dumps(rf.to_sarif(r), indent=2, ensure_ascii=False) + "\n",
-        Format.junit: rf.to_junit,
-        Format.github: rf.github_annotations,
-        Format.concise: rf.to_concise,
-    }[fmt]
+    render = RENDERERS[fmt]
     if output is not None:
         from eagle_convert.normalize.writer import write_text_atomic
 
         write_text_atomic(output, render(report))
-    elif fmt != Format.human:
+    elif fmt != "human":
         sys.stdout.write(render(report))
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
-    if in_actions and fmt != Format.github and (fmt == Format.human or output is not None):
+    if in_actions and fmt != "github" and (fmt == "human" or output is not None):
         sys.stdout.write(rf.github_annotations(report))  # stdout is free: annotate the run
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -4,16 +4,19 @@ Two conventions (FORMATS.md section 3), written as HF ``hidden_states`` indices 
 0-based layer j = output of layer j-1):
 
 - ``output-of``: id X is the output of layer X, ``hs[X+1]`` (SpecForge, ModelOpt, TorchSpec, AngelSlim);
-- ``input-to``: id X is the input of layer X, ``hs[X]`` (vLLM, speculators).
+- ``input-to``: id X is the input of layer X, ``hs[X]`` (speculators; the convention of top-level ids).
 
-The engines read the same config differently, so the report gives both what the draft was trained on (when the
-convention is known) and what vLLM and SGLang will select.
+This module decides what the draft was trained on; what each engine release will select from the same config is
+its record's business (``eagle_convert.engines``), and the report gives both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+# the one default capture lives with the ids key (read/config.py); re-exported for this module's callers
+from eagle_convert.read.config import default_hidden_states as default_hidden_states
 
 CONVENTIONS = ("output-of", "input-to")
 
@@ -33,11 +36,6 @@ SHIFT: dict[str, Callable[[int], int]] = {"output-of": lambda x: x + 1, "input-t
 def to_hidden_states(ids: list[int], convention: str) -> list[int]:
     """HF hidden_states indices that ``ids`` select under ``convention``, in capture (ascending) order."""
     return sorted({SHIFT[convention](x) for x in ids})
-
-
-def default_hidden_states(num_layers: int) -> list[int]:
-    """What the engines (and the original EAGLE code) capture when a draft has no ids."""
-    return sorted({2, num_layers // 2, num_layers - 3})
 
 
 def convert_ids(ids: list[int], source: str, target: str) -> list[int]:
@@ -90,7 +88,7 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         )
     if not ids:
         return ConventionCall(
-            "default", "high", ["no aux-layer ids in the config: the engines capture hs[2], hs[N//2], hs[N-3]"]
+            "default", "high", ["no aux-layer ids in the config: the default capture is hs[2], hs[N//2], hs[N-3]"]
         )
 
     if inp.paired:
@@ -130,8 +128,8 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         evidence.append(f"producer {inp.producer} (detected with high confidence) writes {by_producer} ids")
         return ConventionCall(by_producer, "medium", evidence)
     input_to_defaults = bool(n) and to_hidden_states(ids, "input-to") == default_hidden_states(n or 0)
-    # These producers generate their training states through SGLang, which shifts every id on Llama/Qwen targets
-    # but keeps a list not starting at 1 on DeepSeek/Kimi ones (engines/sglang.py): only the former settle it.
+    # These producers generate their training states through a serving engine whose reading of eagle_config ids
+    # is settled for Llama/Qwen targets only (the per-family capture rules are in engines/): only those settle it.
     layout_fits = inp.location == "eagle_config" and by_producer == "output-of" and not input_to_defaults
     if layout_fits and inp.producer_confidence in ("high", "medium") and inp.family in ("llama", "qwen"):
         evidence.append(

@@ -16,13 +16,22 @@ from eagle_convert.draft.aux_layers import (
     AuxLayers,
     ConventionInputs,
     decide_convention,
-    default_hidden_states,
     to_hidden_states,
 )
 from eagle_convert.draft.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
-from eagle_convert.draft.producers import PROVENANCE_KEY, Facts, recognise
+from eagle_convert.draft.producers import Facts, recognise
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import FAMILIES, Dims, DraftConfig, TargetConfig, family_of
+from eagle_convert.read.config import (
+    FAMILIES,
+    IDS_KEY,
+    PROVENANCE_KEY,
+    Dims,
+    DraftConfig,
+    TargetConfig,
+    default_hidden_states,
+    family_of,
+    family_of_architecture,
+)
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -85,14 +94,6 @@ class DraftSpec:
     config: DraftConfig
 
 
-_ARCH_FAMILY_HINTS = (
-    ("deepseek", "deepseek"),
-    ("kimi", "deepseek"),
-    ("gptoss", "gpt-oss"),
-    ("qwen", "qwen"),
-    ("llama", "llama"),
-    ("mistral", "llama"),
-)
 _MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "DeepseekV3ForCausalLMEagle3", "DeepSeekForCausalLMEagle3"})
 
 
@@ -114,16 +115,8 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     moe = _moe(facts)
     if moe:
         out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))
-    wrappers = sorted({n.outer for n in names if n.outer})
-    if wrappers:
-        out.append(
-            finding(
-                "EC010",
-                f"tensor names carry the wrapper prefix {', '.join(wrappers)}: vLLM refuses "
-                "such keys and SGLang may skip them; normalize strips it",
-                actual=wrappers,
-            )
-        )
+    # wrapper prefixes (EC010) and legacy EAGLE3.1 names (EC202) are facts whose cost depends on the release:
+    # the gate reports them with each selected release's reading (verify/gate.py naming_findings)
     for n in names:
         if not n.known:
             out.append(finding("EC008", f"tensor {n.name} matches no known layout", subject=n.name))
@@ -150,7 +143,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
             finding(
                 "EC107",
                 f"{len(set(aux.ids))} aux-layer ids but K={k} ({k_source})",
-                subject="eagle_aux_hidden_state_layer_ids",
+                subject=IDS_KEY,
                 expected=k,
                 actual=len(set(aux.ids)),
             )
@@ -285,22 +278,12 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         fc_norm = Flag(True, "weights")
     else:
         fc_norm = Flag(False, "default")
-    if cfg.use_aux_norm is not None or legacy_weights:
-        what = "use_aux_norm" if cfg.use_aux_norm is not None else ", ".join(legacy_weights)
-        out.append(
-            finding(
-                "EC202",
-                f"legacy EAGLE3.1 naming ({what}): vLLM ignores the flag and refuses the "
-                "tensors; normalize renames them",
-                subject=what,
-            )
-        )
     norm_weights = fc_norm_weights or legacy_weights
     if has_weights and fc_norm.value and not norm_weights:
         out.append(
             finding(
                 "EC201",
-                f"{fc_norm.source} is on but there are no fc_norm weights: the engines would run random norms",
+                f"{fc_norm.source} is on but there are no fc_norm weights: the norms it asks for were never trained",
                 subject="fc_norm",
             )
         )
@@ -308,13 +291,13 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         out.append(
             finding(
                 "EC201",
-                f"fc_norm weights ({', '.join(norm_weights)}) but the flag is off: SGLang "
-                "ignores them silently, vLLM refuses to load",
+                f"fc_norm weights ({', '.join(norm_weights)}) but the flag is off: the config does not ask "
+                "for the norms the weights were trained with",
                 subject="fc_norm",
             )
         )
 
-    # norm_before_fc: the nested value wins when both are set (how the engines' readings differ is engines/).
+    # norm_before_fc: the nested value wins when both are set (each release's own reading is in engines/).
     if cfg.eagle_config_norm_before_fc is not None:
         nbf = Flag(cfg.eagle_config_norm_before_fc, "eagle_config.norm_before_fc")
     elif cfg.norm_before_fc is not None:
@@ -330,7 +313,8 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
         out.append(
             finding(
                 "EC205",
-                "fc_norm and norm_before_fc are both on (speculators refuses this; vLLM would apply both norms)",
+                "fc_norm and norm_before_fc are both on: the weights ask for two norms on the fc input, a "
+                "combination the speculators trainer refuses to build",
             )
         )
 
@@ -353,11 +337,13 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
     if cfg.norm_before_residual is not None:
         nbr = Flag(cfg.norm_before_residual, "norm_before_residual")
     elif speculators_format:
-        nbr = Flag(True, "default (speculators format: vLLM assumes true)")
+        # the producer's behaviour is the truth: the speculators trainer defaults norm_before_residual to true
+        nbr = Flag(True, "default (speculators trainer: true)")
         out.append(
             finding(
                 "EC208",
-                "norm_before_residual is absent: vLLM's speculators path assumes true, SGLang ignores the setting",
+                "norm_before_residual is absent: taken as true, the speculators trainer's default, which "
+                "nothing in the config records",
                 subject="norm_before_residual",
             )
         )
@@ -394,17 +380,12 @@ def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
         family = (
             (hint if hint in FAMILIES else None)
             if source.startswith("eagle-convert")
-            else (family_of(hint) or _family_from_arch(hint))
+            else (family_of(hint) or family_of_architecture(hint))
         )
         if family:
             exact = hint if family_of(hint) and not source.startswith("MLA") else None
             return TargetInfo(family, f"{source} {hint!r} (no --target)", None, None, None, exact)
     return TargetInfo(None, "unknown (pass --target)", None, None, None)
-
-
-def _family_from_arch(arch: str) -> str | None:
-    key = arch.lower().replace("_", "").replace("-", "")
-    return next((family for needle, family in _ARCH_FAMILY_HINTS if needle in key), None)
 
 
 def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | None, int, str]:
@@ -495,13 +476,13 @@ def _aux_layers(
     readings = {c: to_hidden_states(ids, c) for c in ("output-of", "input-to")} if ids else {}
     aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings)
     if call.conflict:
-        out.append(finding("EC108", "; ".join(call.evidence), subject="eagle_aux_hidden_state_layer_ids"))
+        out.append(finding("EC108", "; ".join(call.evidence), subject=IDS_KEY))
     _aux_findings(aux, producer, n, out)
     return aux
 
 
 def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Finding]) -> None:
-    key = "eagle_aux_hidden_state_layer_ids"
+    key = IDS_KEY
     if aux.convention == "ambiguous":
         out.append(
             finding(
@@ -517,7 +498,7 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
         out.append(
             finding(
                 "EC102",
-                "no aux-layer ids: the engines capture hs[2], hs[N//2], hs[N-3]"
+                "no aux-layer ids: the default capture is hs[2], hs[N//2], hs[N-3]"
                 + (
                     f", which is what {producer} trains with"
                     if safe
@@ -531,7 +512,7 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
         out.append(
             finding(
                 "EC106",
-                f"aux-layer ids {aux.ids} are not sorted and unique; the engines capture "
+                f"aux-layer ids {aux.ids} are not sorted and unique; a capture takes "
                 f"{sorted(set(aux.ids))} in layer order (fc column blocks must follow that order)",
                 subject=key,
             )

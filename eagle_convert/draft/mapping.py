@@ -4,7 +4,8 @@ Each table maps a source prefix to the canonical prefix (the longest matching pr
 prefix, the local name, must be a name the canonical layout knows; legacy local names are renamed by one shared
 table. A name no table can place is an error that names the key and the layout: a converter that drops what it does
 not understand is how random weights reach production. Output layouts other than canonical are the inverse of a
-source table, derived here and tested to be injective.
+source table, derived here; the tables are injective (tests/test_mapping.py), and the many-to-one part of reading
+(wrapped exports' other prefixes) is an explicit alias list that no inverse uses.
 """
 
 from __future__ import annotations
@@ -22,22 +23,17 @@ from eagle_convert.draft.layouts import (
 )
 from eagle_convert.errors import InputError
 
+# Source prefix -> canonical prefix, one table per source layout (the longest matching prefix wins). Every table is
+# injective: its inverse, derived below, is the name that layout gives each canonical tensor.
 _FROM_MIDLAYER = {"midlayer.": "midlayer.", "": ""}  # EAGLE, SpecForge, AngelSlim, TorchSpec, ModelOpt < 0.43
 _FROM_MIDLAYER_0 = {"midlayer.0.": "midlayer.", "": ""}  # old ModelOpt multi-layer naming, one layer
 _FROM_LAYERS_0 = {"layers.0.": "midlayer.", "": ""}  # speculators, ModelOpt >= 0.43, TorchSpec --vllm
-_FROM_NEMO = {"model.layers.0.": "midlayer.", "model.midlayer.": "midlayer.", "model.": "", "": ""}
-_FROM_MODELOPT_STATE = {
-    "eagle_module.layers.0.": "midlayer.",
-    "eagle_module.midlayer.": "midlayer.",
-    "eagle_module.": "",
-    "": "",
-}
-_FROM_SPECFORGE_STATE = {
-    "draft_model.midlayer.": "midlayer.",
-    "draft_model.layers.0.": "midlayer.",
-    "draft_model.": "",
-    "": "",
-}
+_FROM_NEMO = {"model.layers.0.": "midlayer.", "model.": ""}
+_FROM_NEMO_MIDLAYER = {"model.midlayer.": "midlayer.", "model.": ""}
+_FROM_MODELOPT_STATE = {"eagle_module.layers.0.": "midlayer.", "eagle_module.": ""}
+_FROM_MODELOPT_STATE_MIDLAYER = {"eagle_module.midlayer.": "midlayer.", "eagle_module.": ""}
+_FROM_SPECFORGE_STATE = {"draft_model.midlayer.": "midlayer.", "draft_model.": ""}
+_FROM_SPECFORGE_STATE_LAYERS = {"draft_model.layers.0.": "midlayer.", "draft_model.": ""}
 
 # Source layout, named by its decoder-layer prefix as `inspect` reports it -> its table.
 LAYOUTS: dict[str, dict[str, str]] = {
@@ -45,11 +41,22 @@ LAYOUTS: dict[str, dict[str, str]] = {
     "midlayer.0.": _FROM_MIDLAYER_0,
     "layers.0.": _FROM_LAYERS_0,
     "model.layers.0.": _FROM_NEMO,
-    "model.midlayer.": _FROM_NEMO,
+    "model.midlayer.": _FROM_NEMO_MIDLAYER,
     "eagle_module.layers.0.": _FROM_MODELOPT_STATE,
-    "eagle_module.midlayer.": _FROM_MODELOPT_STATE,
+    "eagle_module.midlayer.": _FROM_MODELOPT_STATE_MIDLAYER,
     "draft_model.midlayer.": _FROM_SPECFORGE_STATE,
-    "draft_model.layers.0.": _FROM_SPECFORGE_STATE,
+    "draft_model.layers.0.": _FROM_SPECFORGE_STATE_LAYERS,
+}
+# The many-to-one part, kept apart from the tables: more source prefixes a layout is read with, mapped onto a
+# canonical prefix its table already produces. Read, never written, so a layout with aliases has no inverse.
+_WRAPPED_TOP_LEVEL = {"": ""}  # wrapped exports keep lm_head, d2t and t2d outside the wrapper
+ALIASES: dict[str, dict[str, str]] = {
+    "model.layers.0.": {"model.midlayer.": "midlayer.", **_WRAPPED_TOP_LEVEL},
+    "model.midlayer.": {"model.layers.0.": "midlayer.", **_WRAPPED_TOP_LEVEL},
+    "eagle_module.layers.0.": {"eagle_module.midlayer.": "midlayer.", **_WRAPPED_TOP_LEVEL},
+    "eagle_module.midlayer.": {"eagle_module.layers.0.": "midlayer.", **_WRAPPED_TOP_LEVEL},
+    "draft_model.midlayer.": {"draft_model.layers.0.": "midlayer.", **_WRAPPED_TOP_LEVEL},
+    "draft_model.layers.0.": {"draft_model.midlayer.": "midlayer.", **_WRAPPED_TOP_LEVEL},
 }
 # Legacy local names -> canonical local names (SpecForge's first EAGLE3.1 naming).
 LOCAL_RENAMES = {name: f"fc_norm.{k}.weight" for k, name in enumerate(LEGACY_FC_NORM_NAMES)}
@@ -69,14 +76,29 @@ class Mapped:
     why: str
 
 
-def inverse(table: dict[str, str]) -> dict[str, str]:
-    """canonical prefix -> source prefix; raises if the table is not injective."""
+def _invert(table: dict[str, str]) -> dict[str, str]:
+    """canonical prefix -> source prefix; raises if ``table`` is not injective."""
     out: dict[str, str] = {}
     for src, dst in table.items():
         if dst in out:
             raise ValueError(f"mapping is not injective: {out[dst]!r} and {src!r} both map to {dst!r}")
         out[dst] = src
     return out
+
+
+# Output layouts: those read without aliases, each written by the inverse of its table.
+_INVERSES = {layout: _invert(table) for layout, table in LAYOUTS.items() if layout not in ALIASES}
+OUTPUT_LAYOUTS = tuple(_INVERSES)
+
+
+def inverse(layout: str) -> dict[str, str]:
+    """canonical prefix -> ``layout``'s prefix: how an output layout names canonical tensors."""
+    if layout not in _INVERSES:
+        raise UnmappedTensorError(
+            f"layout {layout!r} is read, never written: it has no inverse mapping",
+            hint=f"write one of the layouts {', '.join(OUTPUT_LAYOUTS)}",
+        )
+    return dict(_INVERSES[layout])
 
 
 def _canonical_local(local: str, in_layer: bool) -> bool:
@@ -91,14 +113,16 @@ def _canonical_local(local: str, in_layer: bool) -> bool:
 
 def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
     """Where tensor ``name`` of a ``layout`` checkpoint (at ``source``, for errors) goes in the canonical layout."""
-    table = LAYOUTS.get(layout)
-    if table is None:
+    if layout not in LAYOUTS:
         raise UnmappedTensorError(
             f"no mapping table for the layout with layer prefix {layout!r}",
             path=source,
             hint=f"known layouts: {', '.join(LAYOUTS)}",
         )
-    prefix = max((p for p in table if name.startswith(p)), key=len)
+    table = {**ALIASES.get(layout, {}), **LAYOUTS[layout]}
+    prefix = max((p for p in table if name.startswith(p)), key=len, default=None)
+    if prefix is None:
+        raise UnmappedTensorError(f"tensor {name!r} has no known prefix in source layout {layout!r}", path=source)
     target_prefix, local = table[prefix], name[len(prefix) :]
     in_layer = target_prefix == CANONICAL_LAYER_PREFIX
     if in_layer and local in DROPPED:
@@ -122,7 +146,7 @@ def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
 
 def to_layout(canonical_name: str, layout: str) -> str:
     """The name of a canonical tensor in an output ``layout`` (the inverse of that layout's table)."""
-    back = inverse(LAYOUTS[layout])
+    back = inverse(layout)
     if canonical_name.startswith(CANONICAL_LAYER_PREFIX):
         return back[CANONICAL_LAYER_PREFIX] + canonical_name[len(CANONICAL_LAYER_PREFIX) :]
     return back[""] + canonical_name

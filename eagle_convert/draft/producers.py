@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from eagle_convert.draft.layouts import TensorName
-from eagle_convert.read.config import DraftConfig
+from eagle_convert.read.config import PROVENANCE_KEY, DraftConfig
 from eagle_convert.read.safetensors_header import TensorInfo
 
 PRODUCERS = (
@@ -27,7 +27,6 @@ PRODUCERS = (
     "eagle1",
     "unknown",
 )
-PROVENANCE_KEY = "eagle_convert"
 
 _MODELOPT_ONLY_KEYS = frozenset(
     {"next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers", "has_lm_head"}

@@ -10,6 +10,7 @@ probe's prediction, and turns the differences into findings.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,11 @@ from eagle_convert.rules.finding import Finding
 
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
     from eagle_convert.draft.detect import DraftSpec
-    from eagle_convert.probe.run import EngineRunPrediction
+    from eagle_convert.errors import EagleConvertError
+    from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.probe.run import EngineRunPrediction, LoadedDraft
+    from eagle_convert.probe.target import Target
+    from eagle_convert.read.config import TargetConfig
     from eagle_convert.reference.compute import Compute
 
 __all__ = [
@@ -84,28 +89,33 @@ def observe(
 DEFAULT_ENGINE_PROMPTS = 8  # the first prompts of the probe's default set: the engine generates from each
 
 
-def engine_prompts(target: Path, settings: EngineSettings) -> list[list[int]]:
+def engine_prompts(target: Path, settings: EngineSettings, config: TargetConfig | None = None) -> list[list[int]]:
     """The probe's prompts, through the target's chat template as the probe renders them: --token-ids as given,
-    --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set."""
+    --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set. ``config``: the
+    target's config as already read (else read here)."""
     if settings.token_ids is not None:
         return [list(p) for p in settings.token_ids]
     from eagle_convert.probe.text import prompt_pool, read_prompts
     from eagle_convert.read.config import TargetConfig
 
-    vocab = TargetConfig.from_path(target).vocab_size or 2
+    vocab = (config or TargetConfig.from_path(target)).vocab_size or 2
     if settings.prompts is not None:
         return prompt_pool(target, vocab, read_prompts(settings.prompts))
     return prompt_pool(target, vocab)[:DEFAULT_ENGINE_PROMPTS]
 
 
 def fed_hidden_states(
-    target: Path, observations: list[EngineObservation], compute: Compute | None = None
+    target: Path,
+    observations: list[EngineObservation],
+    compute: Compute | None = None,
+    reference: Target | EagleConvertError | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Which target boundary each aux state the engine fed the draft is, per observation: [{state, boundary,
     relative_error}] in the order the draft's ``fc`` reads them (empty when nothing was captured).
 
     The reference target computes every boundary hs[0..N] once per distinct capture text (the drafts of one request
-    share it: greedy output does not depend on the draft); each fed state is the boundary it is closest to."""
+    share it: greedy output does not depend on the draft); each fed state is the boundary it is closest to.
+    ``reference``: the reference target already built (or why it could not be), else built here."""
     import torch
     from safetensors.torch import load_file
 
@@ -114,7 +124,10 @@ def fed_hidden_states(
 
     if all(o.capture_path is None for o in observations):
         return [[] for _ in observations]
-    reference = Target(target, compute or CPU_FLOAT32)
+    if reference is None:
+        reference = Target(target, compute or CPU_FLOAT32)
+    elif not isinstance(reference, Target):
+        raise reference
     boundaries: dict[tuple[int, ...], dict[int, torch.Tensor]] = {}
     out: list[list[dict[str, Any]]] = []
     for observation in observations:
@@ -126,14 +139,19 @@ def fed_hidden_states(
         if ids not in boundaries:
             run = reference.run(saved["token_ids"], capture=range(reference.num_layers + 1))
             boundaries[ids] = {j: h.float().cpu() for j, h in run.hidden.items()}
-        out.append(nearest_boundaries(saved["hidden_states"].float(), boundaries[ids]))
+        out.append([asdict(m) for m in nearest_boundaries(saved["hidden_states"].float(), boundaries[ids])])
     return out
 
 
-def engine_run(target: Path, observation: EngineObservation, compute: Compute | None = None) -> dict[str, Any]:
+def engine_run(
+    target: Path,
+    observation: EngineObservation,
+    compute: Compute | None = None,
+    reference: Target | EagleConvertError | None = None,
+) -> dict[str, Any]:
     """The report's ``engine_run`` object for one observation (schemas/verify-report.schema.json)."""
     mean, per_position = acceptance(observation.drafts, observation.accepted_tokens, observation.accepted_per_position)
-    (matches,) = fed_hidden_states(target, [observation], compute)
+    (matches,) = fed_hidden_states(target, [observation], compute, reference)
     baseline = observation.baseline_outputs
     return {
         "engine": observation.engine,
@@ -163,16 +181,22 @@ def engine_findings(
     target: Path,
     enabled: Callable[[str], bool],
     settings: EngineSettings,
-    probe: dict[str, Any] | None,
+    probe: ProbeReport | None,
     compute: Compute | None = None,
+    *,
+    loaded: LoadedDraft | EagleConvertError | None = None,
+    reference: Target | EagleConvertError | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     """Run the draft in the engine; (findings, the report's ``engine_run`` object). ``compute`` is where the
-    reference target runs to identify the fed hidden states; ``probe`` is the target level's table."""
-    prompts = engine_prompts(target, settings)
+    reference target runs to identify the fed hidden states; ``probe`` is the target level's report. ``loaded`` and
+    ``reference``: the draft and the reference target verify already loaded (or why they could not be); without
+    them the prediction and the matching read ``draft`` and ``target`` themselves."""
+    config = reference.config if reference is not None and not isinstance(reference, BaseException) else None
+    prompts = engine_prompts(target, settings, config)
     with scratch_dir() as tmp:
         (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
-        run = engine_run(target, observation, compute)
-    same_text = predict(draft, target, prompts, settings, compute)
+        run = engine_run(target, observation, compute, reference)
+    same_text = predict(draft, target, prompts, settings, compute, loaded, reference)
     run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
     run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
     out: list[Finding] = []
@@ -245,35 +269,46 @@ def _first_differences(outputs: list[list[int]], baseline: list[list[int]] | Non
 
 
 def predict(
-    draft: Path, target: Path, prompts: list[list[int]], settings: EngineSettings, compute: Compute | None = None
+    draft: Path,
+    target: Path,
+    prompts: list[list[int]],
+    settings: EngineSettings,
+    compute: Compute | None = None,
+    loaded: LoadedDraft | EagleConvertError | None = None,
+    reference: Target | EagleConvertError | None = None,
 ) -> EngineRunPrediction | None:
     """The probe's acceptance for the engine's run (same prompts, tokens and draft length), or None when the
-    reference forward cannot run this draft (the target level has said why)."""
+    reference forward cannot run this draft (the target level has said why). With ``loaded`` and ``reference``
+    (verify's pair), nothing is read again."""
     from eagle_convert.errors import EagleConvertError
-    from eagle_convert.probe.run import predict_engine_run
+    from eagle_convert.probe.run import predict_engine_run, predict_engine_run_on
     from eagle_convert.reference.compute import CPU_FLOAT32
 
     try:
-        return predict_engine_run(
-            draft, target, prompts, settings.new_tokens, steps=settings.steps, compute=compute or CPU_FLOAT32
-        )
+        if loaded is None or reference is None:
+            return predict_engine_run(
+                draft, target, prompts, settings.new_tokens, steps=settings.steps, compute=compute or CPU_FLOAT32
+            )
+        if isinstance(loaded, EagleConvertError) or isinstance(reference, EagleConvertError):
+            return None
+        return predict_engine_run_on(loaded, reference, prompts, settings.new_tokens, steps=settings.steps)
     except EagleConvertError:
         return None
 
 
-def _trained(spec: DraftSpec, probe: dict[str, Any] | None) -> list[int] | None:
+def _trained(spec: DraftSpec, probe: ProbeReport | None) -> list[int] | None:
     """The hidden states the weights were trained on: the config's ids under their convention (or provenance);
     for ambiguous ids, the reading the probe measured best."""
     if spec.aux.hidden_state_indices is not None:
         return list(spec.aux.hidden_state_indices)
-    if probe and spec.aux.convention == "ambiguous":
-        best = next((r for r in probe.get("rows", []) if r.get("reading") == probe.get("best")), None)
-        return list(best["hidden_states"]) if best else None
+    if probe is not None and spec.aux.convention == "ambiguous":
+        best = next((r for r in probe.result.rows if r.reading == probe.result.best), None)
+        return list(best.hidden_states) if best else None
     return None
 
 
-def _probe_prediction(probe: dict[str, Any] | None) -> float | None:
-    if not probe:
+def _probe_prediction(probe: ProbeReport | None) -> float | None:
+    if probe is None:
         return None
-    row = next((r for r in probe.get("rows", []) if r.get("reading") == probe.get("configured")), None)
-    return float(row["acceptance_length"]) if row else None
+    row = next((r for r in probe.result.rows if r.reading == probe.result.configured), None)
+    return float(row.acceptance_length) if row else None

@@ -22,8 +22,10 @@ from eagle_convert.engines.model import (
     default_hidden_states,
 )
 from eagle_convert.errors import UsageError
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
 
 __all__ = [
+    "FAMILY_MODEL_TYPE",
     "RELEASES",
     "Behaviour",
     "Capture",
@@ -184,13 +186,18 @@ def engine_view(
         bias_is=cls.bias_is if cls else None,
         required_keys=list(cls.required_keys) if cls else [],
         mla_built=cls.builds_mla(raw_config) if cls and cls.builds_mla else None,
+        reads_use_aux_norm=cls.reads_use_aux_norm if cls else False,
+        reads_norm_before_residual=cls.reads_norm_before_residual if cls else False,
+        qk_norm_class=rel.qk_norm_architecture,
+        null_target_hidden_size=cls.null_target_hidden_size if cls else "crash",
+        null_draft_vocab_size=cls.null_draft_vocab_size if cls else None,
+        embed_tokens=cls.embed_tokens if cls else "kept",
+        target_model_class=rel.target_model_class(raw_config),
+        caveats={b.key: f"{b.does} ({b.cite})" for b in rel.caveats},
         num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
         problems=problems,
         citations=citations,
     )
-
-
-FAMILY_MODEL_TYPE = {"llama": "llama", "qwen": "qwen3", "deepseek": "deepseek_v3", "gpt-oss": "gpt_oss"}
 
 
 def eagle_config_ids_for(
@@ -200,8 +207,6 @@ def eagle_config_ids_for(
 
     Each candidate is checked with :func:`engine_view` itself; None when the release's rule for that target cannot
     express the selection (e.g. hs[1] on SGLang DeepSeek/Kimi targets)."""
-    from eagle_convert.engines.model import IDS_KEY
-
     wanted = sorted(set(hidden_states))
     # N unknown: take the smallest N that has every wanted state below it; output-of ids (max = max(wanted) - 1)
     # never equal N, so rules keyed on "max id == N" read them the same for any larger N

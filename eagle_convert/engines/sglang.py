@@ -7,6 +7,7 @@ targets keep ids whose largest value is N (``models/gpt_oss.py``), and the Llama
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -206,6 +207,10 @@ def _llama_class(version: str) -> DraftClass:
         unknown_tensors="dropped",
         legacy_aux_norm_names=True,
         required_keys=("draft_vocab_size",),
+        reads_use_aux_norm=True,
+        reads_norm_before_residual=False,
+        null_draft_vocab_size="uses the target's lm_head and ignores any draft head",
+        embed_tokens="replaced by the target's",
         cites=(
             Behaviour("K", "num_aux_hidden_states, else len(eagle_config ids), else 3", _c(f, lines["k"])),
             Behaviour("fc_norm", "fc_norm or use_aux_norm (either true turns the norms on)", _c(f, lines["fc_norm"])),
@@ -228,6 +233,20 @@ def _llama_class(version: str) -> DraftClass:
                 "read as an attribute (missing: the load fails); null -> the target's head",
                 _c(f, "306-308" if new else "278-280"),
             ),
+            *(
+                (
+                    Behaviour(
+                        "target_hidden_size", "read as a width: null fails the load (None * K)", _c(f, "151-164")
+                    ),
+                    Behaviour(
+                        "embed_tokens",
+                        "a shipped embed_tokens is replaced by the target's unless target_hidden_size differs",
+                        _c("models/llama.py", "910-916 (speculative/eagle_worker_v2.py:336-363)"),
+                    ),
+                )
+                if new
+                else ()  # 0.5.16: the same behaviour, lines not re-read
+            ),
         ),
     )
 
@@ -247,6 +266,10 @@ def _mla_class(version: str) -> DraftClass:
         qk_norm=False,
         unknown_tensors="dropped",
         legacy_aux_norm_names=False,
+        reads_use_aux_norm=True,
+        reads_norm_before_residual=False,
+        null_target_hidden_size="hidden_size",
+        embed_tokens="replaced by the target's",
         cites=(
             Behaviour(
                 "K", "len(eagle_config ids), else len(top-level ids), else 3", _c(f, "48-59" if new else "47-58")
@@ -254,6 +277,20 @@ def _mla_class(version: str) -> DraftClass:
             Behaviour("fc_norm", "fc_norm or use_aux_norm", _c(f, "230-232" if new else "229-231")),
             Behaviour("norm_output", "top-level norm_output", _c(f, "255" if new else "254")),
             Behaviour("unknown-tensors", "skipped with a warning", _c(f, "495" if new else "492")),
+            *(
+                (
+                    Behaviour(
+                        "target_hidden_size", "getattr(...) or hidden_size: null reads as hidden_size", _c(f, "208-210")
+                    ),
+                    Behaviour(
+                        "embed_tokens",
+                        "a shipped embed_tokens is replaced by the target's unless target_hidden_size differs",
+                        _c(f, "404-411"),
+                    ),
+                )
+                if new
+                else ()  # 0.5.16: the same behaviour, lines not re-read
+            ),
         ),
     )
 
@@ -278,6 +315,41 @@ def _draft_router(version: str):  # type: ignore[no-untyped-def]
 
 
 _CLASSES = {v: (_llama_class(v), _mla_class(v)) for v in ("0.5.23", "0.5.16")}
+
+# A target model class name: SGLang's model registry resolves architectures[0] to it and builds the target model as
+# the draft (no EAGLE3 class, no aux-state input). Draft classes all carry "Eagle" in their name.
+_TARGET_CLASS = re.compile(r"^(?!.*Eagle).*For(CausalLM|CausalLMNextN|ConditionalGeneration)$")
+
+
+def _target_model_class(version: str):  # type: ignore[no-untyped-def]
+    cite = _c("configs/model_config.py", "1032-1036" if version != "0.5.16" else "555-559")
+
+    def built(raw: Mapping[str, Any]) -> str | None:
+        archs = raw.get("architectures")
+        names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+        if names and all(_TARGET_CLASS.match(a) for a in names):
+            return f"it builds architectures[0] {names[0]} as that target model, not an EAGLE3 draft ({cite})"
+        return None
+
+    return built
+
+
+def _caveats(version: str) -> tuple[Behaviour, ...]:
+    llama = "models/llama_eagle3.py"
+    return (
+        Behaviour(
+            "layers-prefix",
+            "builds before PR #24663 skip layers.0.* decoder names and run a random layer; midlayer.* loads "
+            "in every build",
+            _c(llama, "338-348 (the midlayer/layers.0 mapping)" if version != "0.5.16" else "310-314"),
+        ),
+        # not yet located in the wheel: carried from the earlier rule text, listed with `engines` once cited
+        Behaviour(
+            "max-positions",
+            "refuses a draft whose max_position_embeddings is below the served context length",
+            _c("configs/model_config.py", "unlocated"),
+        ),
+    )
 
 
 def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest: bool) -> Release:
@@ -317,8 +389,10 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         read_ids=_ids_reader(ids_cite),
         capture=capture,
         draft_class=_draft_router(version),
-        behaviours=behaviours,
+        behaviours=(*behaviours, *(b for b in _caveats(version) if b.cite.lines != "unlocated")),
         newest=newest,
+        target_model_class=_target_model_class(version),
+        caveats=_caveats(version),
     )
 
 

@@ -400,6 +400,7 @@ def _release(
         read_ids=read,
         capture=_capture,
         draft_class=route,
+        qk_norm_architecture="Eagle3Qwen3ForCausalLM",  # registry.py:705 (qwen3_eagle3)
         behaviours=(
             Behaviour("ids-location", ids_does, ids_cite),
             *extra,

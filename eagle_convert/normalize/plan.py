@@ -15,11 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from eagle_convert import __version__
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
-from eagle_convert.draft.producers import PROVENANCE_KEY
 from eagle_convert.engines import (
     FAMILY_MODEL_TYPE,
     RELEASES,
@@ -29,16 +27,16 @@ from eagle_convert.engines import (
     resolve_engines,
 )
 from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
-from eagle_convert.normalize.profiles import PROFILES, Semantics, flatten_source
+from eagle_convert.normalize.profiles import PROFILES, Semantics
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
-from eagle_convert.read.config import FAMILIES, TargetConfig
+from eagle_convert.read.config import FAMILIES, IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
+from eagle_convert.version import SCHEMA_VERSION, __version__
 
-SCHEMA_VERSION = 1
 # The engines each profile is written for (the output must select the trained hidden states in each).
 PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
 
@@ -275,7 +273,7 @@ def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
     import shutil
     import tempfile
 
-    from eagle_convert.hub.publish import pull_checkpoint
+    from eagle_convert.read.hub_pull import pull_checkpoint
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
@@ -335,7 +333,11 @@ def _resolve(
             hint="use --profile portable, sglang or vllm for MLA drafts",
         )
     if profile == "vllm" and "fc.bias" in {_local(n) for n in ckpt.tensors}:
-        raise NormalizeRefused("fc.bias exists and vLLM refuses it", path=src, hint="use --profile sglang")
+        raise NormalizeRefused(
+            "fc.bias exists and the vllm profile's releases have no fc bias to load it into",
+            path=src,
+            hint="use --profile sglang",
+        )
 
     aux = spec.aux
     findings = [f for f in spec.findings if f.rule_id not in ("EC104", "EC103", "EC010", "EC202", "EC009")]
@@ -362,8 +364,8 @@ def _resolve(
                 Finding(
                     "EC102",
                     "warning",
-                    f"no aux-layer ids written: {why}; the engines keep using hs[2], hs[N//2], hs[N-3]",
-                    subject="eagle_aux_hidden_state_layer_ids",
+                    f"no aux-layer ids written: {why}; the default capture hs[2], hs[N//2], hs[N-3] stays in force",
+                    subject=IDS_KEY,
                 )
             )
     qk_norm = any(_local(n).endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ckpt.tensors)
@@ -380,7 +382,7 @@ def _resolve(
     if hidden is not None and profile in ("portable", "sglang"):
         if family is None:
             raise NormalizeRefused(
-                "SGLang reads eagle_config ids differently per target family, and the family is unknown",
+                "the sglang releases read eagle_config ids per target family, and the family is unknown",
                 path=src,
                 hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
             )
@@ -389,7 +391,7 @@ def _resolve(
         )
         if found is None:
             raise NormalizeRefused(
-                f"SGLang's rule for {family} targets cannot select hs{hidden}",
+                f"the sglang releases' rule for {family} targets cannot select hs{hidden}",
                 path=src,
                 hint="use --profile vllm for this draft",
             )

@@ -7,14 +7,12 @@ removed, so the report can explain every change.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.draft.producers import PROVENANCE_KEY
 from eagle_convert.engines import draft_architecture, vllm_qk_norm_architecture
-from eagle_convert.read.config import IDS_KEY, SPECULATORS_LAYER_KEY
+from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, SPECULATORS_LAYER_KEY
 
 # Keys the speculators format keeps at the top level; everything else lives in transformer_layer_config.
 SPECULATORS_TOP_KEYS = frozenset(
@@ -36,7 +34,6 @@ SPECULATORS_TOP_KEYS = frozenset(
         "dtype",
     }
 )
-SPECULATORS_WRAPPER_KEYS = ("speculators_model_type", "speculators_version", "speculators_config")
 # Keys that only make sense in the EAGLE3-config formats (dropped from transformer_layer_config).
 _EAGLE_ONLY_KEYS = frozenset(
     {"eagle_config", PROVENANCE_KEY, "num_aux_hidden_states", "bias", "use_aux_norm", "tie_word_embeddings"}
@@ -66,24 +63,6 @@ class Semantics:
 Reasons = dict[str, str]
 
 
-def flatten_source(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(EAGLE3-style flat config, stash of speculators wrapper keys) from any source config."""
-    cfg = copy.deepcopy(raw)
-    stash: dict[str, Any] = {}
-    layer = cfg.pop(SPECULATORS_LAYER_KEY, None)
-    if isinstance(layer, dict):
-        stash["layer_architectures"] = layer.get("architectures")
-        stash["architectures"] = cfg.get("architectures")
-        for key in SPECULATORS_WRAPPER_KEYS:
-            if key in cfg:
-                stash[key] = cfg.pop(key)
-        cfg = {**{k: v for k, v in layer.items() if k != "architectures"}, **cfg}
-    provenance = cfg.get(PROVENANCE_KEY)
-    if isinstance(provenance, dict) and isinstance(provenance.get("speculators"), dict):
-        stash = {**provenance["speculators"], **stash}
-    return cfg, stash
-
-
 def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_ids: bool, nested_ids: bool) -> None:
     """The explicit EAGLE3 config shared by the portable, sglang and vllm profiles (edits ``cfg`` in place)."""
 
@@ -94,14 +73,20 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
     arch, model_type, why = draft_architecture(sem.attention, sem.qk_norm) or vllm_qk_norm_architecture()
     put("architectures", [arch], why)
     put("model_type", model_type, "the config class of the draft layer (" + why + ")")
-    put("draft_vocab_size", sem.draft_vocab_size, "explicit: SGLang Llama drafts fail when the key is missing")
+    put(
+        "draft_vocab_size",
+        sem.draft_vocab_size,
+        "explicit: a release that reads it as an attribute fails when it is missing (engines/)",
+    )
     put("target_hidden_size", sem.target_hidden_size, "explicit integer: null crashes both engines")
     put("num_aux_hidden_states", sem.num_aux_hidden_states, "explicit fc width in aux states (K)")
     put("tie_word_embeddings", False, "the draft head must never be re-tied to the V-row embedding")
     put(
         "bias",
         sem.fc_bias,
-        "fc.bias exists (SGLang-only)" if sem.fc_bias else "no fc.bias; vLLM reads bias as o_proj bias",
+        "fc.bias exists (only fc-bias releases load it)"
+        if sem.fc_bias
+        else "no fc.bias; some releases read bias as an o_proj bias",
     )
     for flag in ("fc_norm", "norm_output", "norm_before_fc", "norm_before_residual"):
         put(flag, getattr(sem, flag), "explicit boolean for every flag")
@@ -111,12 +96,12 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
     if eagle_config.pop("norm_before_fc", None) is not None:
         reasons["eagle_config.norm_before_fc"] = "written at the top level, where both engines read it"
     if sem.hidden_states is not None and top_ids:
-        put(IDS_KEY, list(sem.hidden_states), "vLLM's convention (input-to): id j selects hs[j]")
+        put(IDS_KEY, list(sem.hidden_states), "the input-to convention of top-level ids: id j selects hs[j]")
     elif cfg.pop(IDS_KEY, None) is not None:
         reasons[IDS_KEY] = "this profile's engine does not read top-level ids"
     if sem.hidden_states is not None and nested_ids and sem.sglang_ids is not None:
         eagle_config[IDS_KEY] = list(sem.sglang_ids)
-        reasons[f"eagle_config.{IDS_KEY}"] = "SGLang's convention for the target family"
+        reasons[f"eagle_config.{IDS_KEY}"] = "the eagle_config reading of the target family (engines/ capture rules)"
     elif eagle_config.pop(IDS_KEY, None) is not None:
         reasons[f"eagle_config.{IDS_KEY}"] = "this profile's engine does not read eagle_config ids"
     if sem.hidden_states is not None or "use_aux_hidden_state" in eagle_config:
@@ -147,7 +132,7 @@ def _vllm(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, An
 def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
     stash = sem.speculators_stash
     layer = {k: v for k, v in cfg.items() if k not in SPECULATORS_TOP_KEYS and k not in _EAGLE_ONLY_KEYS}
-    # vLLM routes a speculators eagle3 config by its layer model_type: qwen3 is the class with q/k norms
+    # a speculators eagle3 config is routed by its layer model_type: qwen3 is the class with q/k norms (engines/)
     layer["architectures"] = stash.get("layer_architectures") or [
         "Qwen3ForCausalLM" if sem.qk_norm else "LlamaForCausalLM"
     ]
@@ -177,8 +162,8 @@ def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[
         if key in cfg:
             out[key] = cfg[key]
     reasons.update({key: "speculators format" for key in out})
-    reasons["norm_before_residual"] = "explicit: vLLM's speculators path assumes true when absent"
-    reasons[IDS_KEY] = "speculators ids are input-to (vLLM's convention)"
+    reasons["norm_before_residual"] = "explicit: the speculators trainer's default (true), written out"
+    reasons[IDS_KEY] = "speculators ids are input-to"
     return out
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import FC_NORM_RE
 from eagle_convert.draft.mapping import map_key, to_layout
-from eagle_convert.draft.producers import PROVENANCE_KEY
 from eagle_convert.errors import InputError, NormalizeRefused
 from eagle_convert.normalize.profiles import PROFILE_LAYOUT, Semantics
 from eagle_convert.normalize.writer import ShardPlan, TensorSource
 from eagle_convert.read.checkpoint import Checkpoint
+from eagle_convert.read.config import PROVENANCE_KEY
 from eagle_convert.read.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
 
 _INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}

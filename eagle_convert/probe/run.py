@@ -18,7 +18,7 @@ target's greedy path is a lower bound (a chain stops where the text does). Top-1
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +27,17 @@ import torch
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.mapping import map_key
 from eagle_convert.errors import InputError, UsageError
+from eagle_convert.probe.result import MIN_POSITIONS, ProbeResult, ProbeRow
 from eagle_convert.probe.stats import Cycles, Paired, compare, sign_test, simulate, wilson
 from eagle_convert.probe.target import Chunk, Progress, Target, Ticker, generated, teacher_forced
-from eagle_convert.probe.text import NEW_TOKENS, ROUND, prompt_pool
+from eagle_convert.probe.text import NEW_TOKENS, ROUND, check_text, prompt_pool
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
+from eagle_convert.reference.draft_reader import TensorReader
 
-__all__ = ["sign_test"]
-MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
+__all__ = ["MIN_POSITIONS", "ProbeResult", "ProbeRow", "sign_test"]
 MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
-TEXTS = ("greedy", "sampled")
 
 
 @dataclass(frozen=True)
@@ -49,78 +49,64 @@ class Reading:
     diagnostic: bool = False  # reported, never a finding (one aux state shifted alone)
 
 
-@dataclass(frozen=True)
-class ProbeRow:
-    reading: str
-    hidden_states: list[int]
-    norm_output: bool
-    top1: float  # first draft token == the target's greedy next token, over every position
-    acceptance_length: float  # engine definition: 1 + accepted draft tokens per draft/verify cycle
-    wins: int = 0  # positions where this reading does better than the configured one (accepted, then first token)
-    losses: int = 0  # ... and worse
-    p_value: float = 1.0  # two-sided exact sign test of wins against losses
-    top1_ci: list[float] = field(default_factory=lambda: [0.0, 1.0])  # 95% Wilson interval
-    acceptance_length_ci: list[float] = field(default_factory=lambda: [1.0, 1.0])  # 95%
-    acceptance_rates: list[float] = field(default_factory=list)  # per draft position: share of cycles accepting it
-    cycles: int = 0
-    delta_top1: float = 0.0  # this reading minus the configured one, paired over the same positions
-    delta_top1_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    delta_accepted: float = 0.0  # accepted draft tokens per position, this reading minus the configured one
-    delta_accepted_ci: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    verdict: str = "configured"  # configured | better | worse | no better | inconclusive
-    positions_needed: int | None = None  # when inconclusive: about how many positions would settle it
-    head_norm: bool = True
-    diagnostic: bool = False
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    sequences: int
-    positions: int
-    steps: int
-    configured: str
-    best: str  # a reading that decisively beats the configured one, else the configured one
-    rows: list[ProbeRow]
-    device: str = "cpu"
-    dtype: str = "float32"
-    text: str = "given"  # "given" (--token-ids), or the target's own "greedy" or "sampled" continuations
-    decided: bool = True  # every comparison that can raise a finding is decided (none inconclusive)
-    min_positions: int = MIN_POSITIONS
-
-    def row(self, name: str) -> ProbeRow:
-        return next(r for r in self.rows if r.reading == name)
-
-
-def _draft_state(ckpt: Checkpoint, spec: DraftSpec) -> dict[str, torch.Tensor]:
-    """The draft's tensors under canonical names (a rename only: fused or legacy layouts must be normalized)."""
-    from safetensors import safe_open
-
-    state: dict[str, torch.Tensor] = {}
-    by_shard: dict[str, list[str]] = {}
-    for name, info in ckpt.tensors.items():
-        by_shard.setdefault(info.shard, []).append(name)
-    for shard, names in by_shard.items():
-        with safe_open(str(ckpt.root / shard), framework="pt") as f:
-            for name in names:
-                mapped = map_key(name, spec.layer_prefix or "midlayer.", str(ckpt.root))
-                if mapped.action == "drop":
-                    continue
-                if mapped.action == "split" or "aux_norm" in name:
-                    raise UsageError(
-                        "the forward levels read canonical drafts: run `eagle-convert normalize` first",
-                        path=ckpt.root,
-                        hint="then verify the normalized output",
-                    )
-                state[mapped.target] = f.get_tensor(name)
-    return state
+def _draft_state(ckpt: Checkpoint, spec: DraftSpec, tensors: TensorReader | None = None) -> dict[str, torch.Tensor]:
+    """The draft's tensors under canonical names (a rename only: fused or legacy layouts must be normalized), read
+    through ``tensors`` (what an earlier level kept) or each shard opened once."""
+    renamed: dict[str, str] = {}
+    for name in ckpt.tensors:
+        mapped = map_key(name, spec.layer_prefix or "midlayer.", str(ckpt.root))
+        if mapped.action == "drop":
+            continue
+        if mapped.action == "split" or "aux_norm" in name:
+            raise UsageError(
+                "the forward levels read canonical drafts: run `eagle-convert normalize` first",
+                path=ckpt.root,
+                hint="then verify the normalized output",
+            )
+        renamed[name] = mapped.target
+    if tensors is not None:
+        return {target: tensors.get(name) for name, target in renamed.items()}
+    with TensorReader(ckpt) as reader:
+        return {target: reader.get(name) for name, target in renamed.items()}
 
 
 def _draft_config(spec: DraftSpec) -> eagle3_draft.DraftConfig:
-    from eagle_convert.normalize.profiles import flatten_source
+    """The reference forward's config, from the config detection parsed (nothing parsed again)."""
+    from eagle_convert.read.config import flatten_source
 
     raw, _ = flatten_source(spec.config.raw)  # the speculators format keeps the layer settings nested
     raw.pop("use_aux_norm", None)
-    return eagle3_draft.DraftConfig.from_config(raw)
+    return eagle3_draft.DraftConfig.from_parsed(dataclasses.replace(spec.config, use_aux_norm=None), raw)
+
+
+@dataclass(frozen=True)
+class LoadedDraft:
+    """A draft loaded for the reference forward: its detection, its config and its weights on one device/dtype."""
+
+    spec: DraftSpec
+    cfg: eagle3_draft.DraftConfig
+    weights: eagle3_draft.DraftWeights
+
+    def embedding(self, target: Target) -> torch.Tensor | None:
+        """The embedding the draft borrows from the target, or None when it has its own."""
+        return None if self.weights.get("embed_tokens.weight") is not None else target.embedding()
+
+
+def load_draft(
+    ckpt: Checkpoint, spec: DraftSpec, compute: Compute = CPU_FLOAT32, tensors: TensorReader | None = None
+) -> LoadedDraft:
+    """The draft of ``ckpt`` (detected as ``spec``) for the reference forward; its tensors come through ``tensors``
+    when given (what the tensors level kept). A draft the reference cannot run raises an EagleConvertError."""
+    cfg = _draft_config(spec)
+    state = _draft_state(ckpt, spec, tensors)
+    return LoadedDraft(spec, cfg, eagle3_draft.load_draft(cfg, state, dtype=compute.dtype, device=compute.device))
+
+
+def open_pair(draft_dir: str | Path, target_dir: str | Path, compute: Compute) -> tuple[LoadedDraft, Target]:
+    """The library entry points' one read of a pair: the target, and the draft detected against it."""
+    target = Target(Path(target_dir), compute)
+    ckpt = open_checkpoint(draft_dir)
+    return load_draft(ckpt, detect(ckpt, target.config), compute), target
 
 
 def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
@@ -264,18 +250,43 @@ def measure_convention(
 
     Both readings are measured whatever the config says; a difference the paired test cannot call decisive, or one
     below the effect floor, is refused, never guessed."""
-    spec = detect(open_checkpoint(draft_dir))
+    draft, target = open_pair(draft_dir, target_dir, compute)
+    return measure_convention_on(
+        draft,
+        target,
+        steps=steps,
+        token_ids=token_ids,
+        prompts=prompts,
+        min_positions=min_positions,
+        progress=progress,
+    )
+
+
+def measure_convention_on(
+    draft: LoadedDraft,
+    target: Target,
+    *,
+    steps: int = 3,
+    token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
+    min_positions: int = MIN_POSITIONS,
+    progress: Progress | None = None,
+) -> tuple[str, str]:
+    """:func:`measure_convention` on a loaded pair."""
+    spec = draft.spec
     ids = sorted(set(spec.aux.ids or []))
     if not ids:
-        raise UsageError("the draft has no aux-layer ids, so there is no convention to measure", path=draft_dir)
+        raise UsageError(
+            "the draft has no aux-layer ids, so there is no convention to measure",
+            path=Path(spec.config.source).parent,
+        )
     norm_output = spec.flags.norm_output.value
     both = [Reading("input-to", tuple(ids), norm_output), Reading("output-of", tuple(i + 1 for i in ids), norm_output)]
-    result = run_probe(
-        draft_dir,
-        target_dir,
+    result = run_probe_on(
+        draft,
+        target,
         steps=steps,
         candidates=both,
-        compute=compute,
         token_ids=token_ids,
         prompts=prompts,
         min_positions=min_positions,
@@ -294,7 +305,7 @@ def measure_convention(
     needed = f"; about {b.positions_needed} positions would settle it" if b.positions_needed else ""
     raise UsageError(
         f"the probe cannot tell the conventions apart ({evidence}{needed})",
-        path=draft_dir,
+        path=Path(spec.config.source).parent,
         hint="pass --aux-convention output-of or input-to, or probe with more text (--probe-positions, --prompts)",
     )
 
@@ -313,9 +324,36 @@ def run_probe(
     min_positions: int = MIN_POSITIONS,
 ) -> ProbeResult:
     """Measure the draft against the target under every reading; see the module docstring."""
-    if text not in TEXTS:
-        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
-    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
+    draft, target = open_pair(draft_dir, target_dir, compute)
+    return run_probe_on(
+        draft,
+        target,
+        token_ids=token_ids,
+        prompts=prompts,
+        steps=steps,
+        candidates=candidates,
+        progress=progress,
+        text=text,
+        min_positions=min_positions,
+    )
+
+
+def run_probe_on(
+    draft: LoadedDraft,
+    target: Target,
+    *,
+    token_ids: list[list[int]] | None = None,
+    prompts: list[str] | None = None,
+    steps: int = 3,
+    candidates: list[Reading] | None = None,
+    progress: Progress | None = None,
+    text: str = "greedy",
+    min_positions: int = MIN_POSITIONS,
+) -> ProbeResult:
+    """:func:`run_probe` on a loaded pair (on the target's device and dtype)."""
+    check_text(text)
+    compute = target.compute
+    spec, cfg, weights, embed = draft.spec, draft.cfg, draft.weights, draft.embedding(target)
     if candidates is None:
         configured, candidates = readings(spec, target.num_layers)
     else:
@@ -329,7 +367,7 @@ def run_probe(
             raise InputError("the probe needs token sequences of at least 3 tokens", hint="pass longer --token-ids")
         rounds: list[list[list[int]]] = [given]
     else:
-        pool = prompt_pool(Path(target_dir), vocab, prompts)
+        pool = prompt_pool(target.directory, vocab, prompts)
         rounds = [pool[i : i + ROUND] for i in range(0, len(pool), ROUND)]
     new_tokens = min(NEW_TOKENS, -(-min_positions // ROUND) + 16)  # a small --probe-positions: shorter text
     n_sequences, rows = 0, []
@@ -394,8 +432,16 @@ def predict_engine_run(
     engines count them: the target's prefill yields the first new token, each cycle drafts ``steps`` tokens from the
     last verified one and verifies them, and a prompt is done once its new tokens are out. Its last cycle verifies a
     whole chain even past ``new_tokens``, so the text is generated ``steps`` tokens further."""
-    target, spec, cfg, weights, embed = _pair(draft_dir, target_dir, compute)
-    reading = readings(spec, target.num_layers)[1][0]  # the configured one
+    draft, target = open_pair(draft_dir, target_dir, compute)
+    return predict_engine_run_on(draft, target, prompts, new_tokens, steps=steps)
+
+
+def predict_engine_run_on(
+    draft: LoadedDraft, target: Target, prompts: list[list[int]], new_tokens: int, *, steps: int = 3
+) -> EngineRunPrediction:
+    """:func:`predict_engine_run` on a loaded pair."""
+    cfg, weights, embed = draft.cfg, draft.weights, draft.embedding(target)
+    reading = readings(draft.spec, target.num_layers)[1][0]  # the configured one
     wanted = list(reading.hidden_states)
     chunks = generated(target, prompts, "greedy", wanted, None, new_tokens + steps, ignore_eos=True)
     cycles: list[int] = []
@@ -410,12 +456,7 @@ def predict_engine_run(
 def _pair(
     draft_dir: str | Path, target_dir: str | Path, compute: Compute
 ) -> tuple[Target, DraftSpec, eagle3_draft.DraftConfig, eagle3_draft.DraftWeights, torch.Tensor | None]:
-    """The target, and the draft loaded for the reference forward: (target, spec, config, weights, the embedding
-    the draft borrows from the target or None)."""
-    target = Target(Path(target_dir), compute)
-    ckpt = open_checkpoint(draft_dir)
-    spec = detect(ckpt, target.config)
-    cfg = _draft_config(spec)
-    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=compute.dtype, device=compute.device)
-    embed = None if weights.get("embed_tokens.weight") is not None else target.embedding()
-    return target, spec, cfg, weights, embed
+    """(target, spec, config, weights, the embedding the draft borrows from the target or None), as the tests
+    take them apart."""
+    draft, target = open_pair(draft_dir, target_dir, compute)
+    return target, draft.spec, draft.cfg, draft.weights, draft.embedding(target)

@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from eagle_convert.errors import InputError
-from eagle_convert.probe.text import NEW_TOKENS, eos_id
+from eagle_convert.probe.result import BoundaryMatch
+from eagle_convert.probe.text import NEW_TOKENS
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.reference import fp8
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
@@ -31,14 +32,24 @@ Progress = Callable[[str, int, int], None]
 
 
 class Target:
-    """A target model for the probe: config, weights and its streaming forward on one device and dtype."""
+    """A target model for the probe: config, weights and its streaming forward on one device and dtype.
 
-    def __init__(self, directory: Path, compute: Compute = CPU_FLOAT32) -> None:
+    ``config`` (the TargetConfig a command already read) and ``weights`` are taken as given: a verify reads the
+    target's config.json once and builds one Target for every level."""
+
+    def __init__(
+        self,
+        directory: Path,
+        compute: Compute = CPU_FLOAT32,
+        *,
+        config: TargetConfig | None = None,
+        weights: SafetensorsWeights | None = None,
+    ) -> None:
         self.directory = directory.resolve()
-        self.config = TargetConfig.from_path(directory)
-        raw = raw_config(directory)
-        self.weights = SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
+        self.config = config if config is not None else TargetConfig.from_path(directory)
+        self.weights = weights or SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
         self.compute = compute
+        raw = self.config.raw
         if self.config.family == "deepseek":
             from eagle_convert.reference import deepseek
 
@@ -52,7 +63,23 @@ class Target:
         self.num_layers = self.config.num_hidden_layers
         self.vocab_size = int(self._cfg.vocab_size)
         self.pack_tokens = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // self.vocab_size))
-        self.eos = eos_id(directory)
+        self.eos = self.config.eos_token_id
+        self._embedding: torch.Tensor | None = None
+
+    @classmethod
+    def of(
+        cls, config: TargetConfig, compute: Compute = CPU_FLOAT32, weights: SafetensorsWeights | None = None
+    ) -> Target:
+        """The target whose config.json was read as ``config`` (its directory holds the weights)."""
+        return cls(Path(config.source).parent, compute, config=config, weights=weights)
+
+    def on(self, compute: Compute) -> Target:
+        """This target (same config and weights, nothing re-read) on another device or dtype."""
+        return (
+            self
+            if compute == self.compute
+            else Target(self.directory, compute, config=self.config, weights=self.weights)
+        )
 
     def run(
         self,
@@ -95,10 +122,13 @@ class Target:
         return self.run(ids, capture, lengths=lengths, on_layer=tick), segments(lengths)
 
     def embedding(self) -> torch.Tensor:
-        name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
-        if name is None:
-            raise InputError("the target has no embed_tokens weight", path=self.config.source)
-        return self.weights.get(name).to(self.compute.device, self.compute.dtype)
+        """The target's input embedding on the compute's device and dtype (read once)."""
+        if self._embedding is None:
+            name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
+            if name is None:
+                raise InputError("the target has no embed_tokens weight", path=self.config.source)
+            self._embedding = self.weights.get(name).to(self.compute.device, self.compute.dtype)
+        return self._embedding
 
     def generate(
         self,
@@ -142,14 +172,6 @@ class Ticker:
         if self.progress is not None and self.done < self.total:
             self.done = self.total
             self.progress(self.what, self.done, self.total)
-
-
-def raw_config(directory: Path) -> dict[str, Any]:
-    from eagle_convert.errors import ConfigError
-    from eagle_convert.read.jsonstrict import load_json_object
-
-    path = directory / "config.json" if directory.is_dir() else directory
-    return load_json_object(path, ConfigError, "target config")
 
 
 @dataclass(frozen=True)
@@ -252,12 +274,12 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-12))
 
 
-def nearest_boundaries(states: torch.Tensor, hidden: dict[int, torch.Tensor]) -> list[dict[str, Any]]:
+def nearest_boundaries(states: torch.Tensor, hidden: dict[int, torch.Tensor]) -> list[BoundaryMatch]:
     """For each state ``[T, Ht]`` of ``states`` ``[K, T, Ht]``: the target boundary ``hs[j]`` of ``hidden`` it is
-    closest to, ``{state, boundary, relative_error}`` (boundary None when no boundary has its shape)."""
-    out: list[dict[str, Any]] = []
+    closest to (boundary None when no boundary has its shape)."""
+    out: list[BoundaryMatch] = []
     for k, state in enumerate(states):
         errors = {j: relative_error(state, h) for j, h in hidden.items() if h.shape == state.shape}
         best = min(errors, key=lambda j: errors[j]) if errors else None
-        out.append({"state": k, "boundary": best, "relative_error": None if best is None else round(errors[best], 6)})
+        out.append(BoundaryMatch(k, best, None if best is None else round(errors[best], 6)))
     return out

@@ -35,6 +35,16 @@ _TEMPLATES = (
 DEFAULT_PROMPTS = tuple(t.format(s) for t in _TEMPLATES for s in _SUBJECTS)  # 128; each round spans two templates
 
 
+TEXTS = ("greedy", "sampled")  # the target's own continuations of the prompts: greedy, or sampled at temperature 1
+
+
+def check_text(text: str) -> str:
+    """``text`` when it is one of :data:`TEXTS`; a usage error naming the choices otherwise."""
+    if text not in TEXTS:
+        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
+    return text
+
+
 @dataclass(frozen=True)
 class Tokenizer:
     """The target's tokenizer (``tokenizers``) and chat template, when it has them."""
@@ -132,15 +142,3 @@ def prompt_pool(target_dir: Path, vocab: int, prompts: list[str] | None = None) 
         g = torch.Generator().manual_seed(0)
         return [[int(t)] for t in torch.randint(0, vocab, (len(DEFAULT_PROMPTS),), generator=g)]
     return [tokenizer.prompt_ids(p) for p in (prompts if prompts is not None else DEFAULT_PROMPTS)]
-
-
-def eos_id(target_dir: Path) -> int | None:
-    """The target's end-of-sequence token (config.json ``eos_token_id``, the first when it lists several)."""
-    path = target_dir / "config.json" if target_dir.is_dir() else target_dir
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
-    eos = eos[0] if isinstance(eos, list) and eos else eos
-    return eos if isinstance(eos, int) and not isinstance(eos, bool) else None

@@ -161,7 +161,28 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
     if not has_config:
         raise ConfigError(f"{CONFIG_NAME} is missing", path=path, hint=f"a draft checkpoint needs its {CONFIG_NAME}")
     config = _read_config(store, CONFIG_NAME)
+    index_name, headers, tensors, notes = _read_weights(store, path, safetensors, indexes)
+    if headers and pickles:
+        notes.append(Finding("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
+    return Checkpoint(
+        path,
+        path,
+        config,
+        path / CONFIG_NAME,
+        path / index_name if index_name else None,
+        tuple(_shard_info(h) for h in headers),
+        tensors,
+        pickles,
+        tuple(notes),
+        revision,
+        store,
+    )
 
+
+def _read_weights(
+    store: Store, path: Path, safetensors: list[str], indexes: list[str]
+) -> tuple[str | None, list[SafetensorsHeader], dict[str, TensorInfo], list[Finding]]:
+    """(index read, shard headers, name -> tensor record, notes): the index when there is one, else every shard."""
     notes: list[Finding] = []
     index_name: str | None = None
     if indexes:
@@ -186,21 +207,19 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
                     f"{len(headers)} safetensors files and no index: all were read as shards, as the engines do",
                 )
             )
-    if headers and pickles:
-        notes.append(Finding("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
-    return Checkpoint(
-        path,
-        path,
-        config,
-        path / CONFIG_NAME,
-        path / index_name if index_name else None,
-        tuple(_shard_info(h) for h in headers),
-        tensors,
-        pickles,
-        tuple(notes),
-        revision,
-        store,
-    )
+    return index_name, headers, dict(tensors), notes
+
+
+def open_weights(directory: str | Path) -> Mapping[str, TensorInfo]:
+    """The safetensors tensors of a model directory (a target's), validated as a draft's are, config not read."""
+    root = Path(directory)
+    store = LocalStore(root)
+    names = store.names()
+    safetensors = [n for n in names if n.endswith(SAFETENSORS_SUFFIX)]
+    indexes = [n for n in names if n.endswith(INDEX_SUFFIX)]
+    if not safetensors and not indexes:
+        raise InputError("no safetensors weights here", path=root, hint="point at the model's checkpoint directory")
+    return _read_weights(store, root, safetensors, indexes)[2]
 
 
 def _read_local_config(path: Path) -> dict[str, Any]:

@@ -6,16 +6,28 @@ the wrong type is a :class:`ConfigError` naming the key. The raw dict is kept so
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.jsonstrict import load_json_object
 
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the one spelling of the aux-layer ids key; import it, never retype it
+
+
+def default_hidden_states(num_layers: int, shift: int = 0) -> list[int]:
+    """The default capture of a config without ids: ``hs[2], hs[N//2], hs[N-3]`` (the original EAGLE3 code's choice,
+    which trainers and engines reuse; ``shift`` is added by readers that move it, see the engine records)."""
+    return sorted({2 + shift, num_layers // 2 + shift, num_layers - 3 + shift})
+
+
 # Keys that hold the draft layer's own settings in the speculators format.
 SPECULATORS_LAYER_KEY = "transformer_layer_config"
+SPECULATORS_WRAPPER_KEYS = ("speculators_model_type", "speculators_version", "speculators_config")
+# The block normalize writes into config.json and shard metadata: its provenance and the conventions it wrote.
+PROVENANCE_KEY = "eagle_convert"
 
 
 class _Reader:
@@ -205,39 +217,65 @@ class DraftConfig:
         return key in self.raw
 
 
-# Target model families as the engines tell them apart when reading aux-layer ids (FORMATS.md section 3).
-FAMILY_BY_MODEL_TYPE = {
-    "llama": "llama",
-    "llama4": "llama",
-    "llama4_text": "llama",
-    "mistral": "llama",
-    "mistral3": "llama",
-    "ministral": "llama",
-    "phi3": "llama",
-    "gemma2": "llama",
-    "gemma3": "llama",
-    "gemma3_text": "llama",
-    "qwen2": "qwen",
-    "qwen2_moe": "qwen",
-    "qwen3": "qwen",
-    "qwen3_moe": "qwen",
-    "qwen3_next": "qwen",
-    "qwen2_5_vl": "qwen",
-    "qwen3_vl": "qwen",
-    "qwen3_vl_moe": "qwen",
-    "deepseek_v2": "deepseek",
-    "deepseek_v3": "deepseek",
-    "deepseek_v32": "deepseek",
-    "kimi_k2": "deepseek",
-    "kimi_k25": "deepseek",
-    "kimi_vl": "deepseek",
-    "gpt_oss": "gpt-oss",
-}
-FAMILIES = ("llama", "qwen", "deepseek", "gpt-oss")
+@dataclass(frozen=True)
+class TargetFamily:
+    """A target model family (FORMATS.md section 3): the model_types in it and the architecture-name hints for it."""
+
+    name: str
+    model_types: tuple[str, ...]  # the first stands for the family when only the family is known
+    arch_hints: tuple[str, ...]  # lower-case substrings of an architecture name (``_`` and ``-`` removed)
+
+
+# The one table of target families; everything below (and every other module) derives from it.
+TARGET_FAMILIES = (
+    TargetFamily(
+        "llama",
+        (
+            "llama",
+            "llama4",
+            "llama4_text",
+            "mistral",
+            "mistral3",
+            "ministral",
+            "phi3",
+            "gemma2",
+            "gemma3",
+            "gemma3_text",
+        ),
+        ("llama", "mistral"),
+    ),
+    TargetFamily(
+        "qwen",
+        ("qwen3", "qwen2", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
+        ("qwen",),
+    ),
+    TargetFamily(
+        "deepseek",
+        ("deepseek_v3", "deepseek_v2", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl"),
+        ("deepseek", "kimi"),
+    ),
+    TargetFamily("gpt-oss", ("gpt_oss",), ("gptoss",)),
+)
+FAMILIES = tuple(f.name for f in TARGET_FAMILIES)
+FAMILY_BY_MODEL_TYPE = {mt: f.name for f in TARGET_FAMILIES for mt in f.model_types}
+# A target family named without its model_type (a draft-config hint): the model_type that stands for it.
+FAMILY_MODEL_TYPE = {f.name: f.model_types[0] for f in TARGET_FAMILIES}
+# Checked most specific first: an MLA or GPT-OSS name before a generic Llama/Qwen one.
+_ARCH_HINT_ORDER = ("deepseek", "gpt-oss", "qwen", "llama")
 
 
 def family_of(model_type: str | None) -> str | None:
     return FAMILY_BY_MODEL_TYPE.get(model_type or "")
+
+
+def family_of_architecture(arch: str) -> str | None:
+    """The family an architecture name hints at (``Qwen3ForCausalLM`` -> qwen), or None."""
+    key = arch.lower().replace("_", "").replace("-", "")
+    by_name = {f.name: f for f in TARGET_FAMILIES}
+    return next(
+        (name for name in _ARCH_HINT_ORDER for needle in by_name[name].arch_hints if needle in key),
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -258,6 +296,8 @@ class TargetConfig:
     nested_text_config: bool
     architectures: tuple[str, ...] = ()
     name_or_path: str | None = None  # the target config's _name_or_path (a Hub id or the path it was saved from)
+    eos_token_id: int | None = None  # the end-of-sequence token (the first when config.json lists several)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # config.json as read
 
     @classmethod
     def from_path(cls, path: str | Path) -> TargetConfig:
@@ -303,4 +343,29 @@ class TargetConfig:
             nested_text_config=bool(text),
             architectures=tuple(a for a in raw.get("architectures") or () if isinstance(a, str)),
             name_or_path=raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None,
+            eos_token_id=cls._eos(raw.get("eos_token_id")),
+            raw=raw,
         )
+
+    @staticmethod
+    def _eos(value: Any) -> int | None:
+        value = value[0] if isinstance(value, list) and value else value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def flatten_source(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(EAGLE3-style flat config, stash of speculators wrapper keys) from any source config."""
+    cfg = copy.deepcopy(raw)
+    stash: dict[str, Any] = {}
+    layer = cfg.pop(SPECULATORS_LAYER_KEY, None)
+    if isinstance(layer, dict):
+        stash["layer_architectures"] = layer.get("architectures")
+        stash["architectures"] = cfg.get("architectures")
+        for key in SPECULATORS_WRAPPER_KEYS:
+            if key in cfg:
+                stash[key] = cfg.pop(key)
+        cfg = {**{k: v for k, v in layer.items() if k != "architectures"}, **cfg}
+    provenance = cfg.get(PROVENANCE_KEY)
+    if isinstance(provenance, dict) and isinstance(provenance.get("speculators"), dict):
+        stash = {**provenance["speculators"], **stash}
+    return cfg, stash

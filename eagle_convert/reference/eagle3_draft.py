@@ -68,7 +68,12 @@ class DraftConfig:
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> DraftConfig:
         """Read a canonical config dict (``normalize`` output); a missing or unsupported setting is a ConfigError."""
-        p, defaults = ParsedConfig.from_dict(raw), []
+        return cls.from_parsed(ParsedConfig.from_dict(raw), raw)
+
+    @classmethod
+    def from_parsed(cls, p: ParsedConfig, raw: dict[str, Any]) -> DraftConfig:
+        """:meth:`from_config` on a config already parsed (``p``, from ``raw``): nothing is parsed twice."""
+        defaults: list[str] = []
         d = p.dims
 
         def need(value: Any, key: str) -> Any:

@@ -27,9 +27,8 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from eagle_convert.errors import ConfigError, InputError, ShardIndexError
-from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
-from eagle_convert.read.jsonstrict import load_json_object
+from eagle_convert.errors import ConfigError, InputError
+from eagle_convert.read.checkpoint import open_weights
 from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
 
@@ -237,49 +236,41 @@ class DictWeights:
 
 
 class SafetensorsWeights:
-    """A local checkpoint directory: ``model.safetensors.index.json`` + shards, or every ``*.safetensors`` file.
+    """A local checkpoint directory's safetensors weights, read through the strict reader of ``read/checkpoint.py``
+    (the index, or every ``*.safetensors`` file; headers validated), each shard opened once and kept open.
 
     With ``fp8_block`` (the target's ``weight_block_size``), FP8 weights come back dequantized (reference/fp8.py)."""
 
     def __init__(self, directory: str | Path, fp8_block: tuple[int, int] | None = None) -> None:
         self.directory = Path(directory)
         self.fp8_block = fp8_block
-        self._shard_of: dict[str, str] = {}
-        index = self.directory / INDEX_NAME
-        if index.is_file():
-            weight_map = load_json_object(index, ShardIndexError, "index").get("weight_map")
-            if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-                raise ShardIndexError("weight_map must map tensor names to shard file names", path=index)
-            self._shard_of = dict(weight_map)
-            bad = [v for v in self._shard_of.values() if not is_plain_name(v)]
-            if bad:
-                raise ShardIndexError(f"index names shard {bad[0]!r}, which is not a plain file name", path=index)
-        else:
-            for shard in sorted(self.directory.glob("*" + SAFETENSORS_SUFFIX)):
-                with safe_open(str(shard), framework="pt") as f:  # header only
-                    for name in f.keys():
-                        if name in self._shard_of:
-                            raise ShardIndexError(f"tensor {name!r} is in two files", path=self.directory)
-                        self._shard_of[name] = shard.name
-        if not self._shard_of:
-            raise InputError("no safetensors weights here", path=self.directory, hint="point at the target checkpoint")
+        self._tensors = open_weights(self.directory)
+        self._handles: dict[str, Any] = {}
 
     def names(self) -> list[str]:
-        return sorted(self._shard_of)
+        return sorted(self._tensors)
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of ``name`` from its shard's header (no values read); None when it is not stored."""
+        info = self._tensors.get(name)
+        return info.shape if info is not None else None
+
+    def _read(self, name: str) -> torch.Tensor:
+        info = self._tensors.get(name)
+        if info is None:
+            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=_WEIGHTS_HINT)
+        handle = self._handles.get(info.shard)
+        if handle is None:
+            handle = self._handles[info.shard] = safe_open(str(self.directory / info.shard), framework="pt")
+        tensor: torch.Tensor = handle.get_tensor(name)
+        return tensor
 
     def get(self, name: str) -> torch.Tensor:
-        shard = self._shard_of.get(name)
-        if shard is None:
-            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=_WEIGHTS_HINT)
-        path = self.directory / shard
-        if not path.is_file():
-            raise ShardIndexError(f"shard {shard!r} holding {name!r} does not exist", path=self.directory)
-        with safe_open(str(path), framework="pt") as f:
-            tensor: torch.Tensor = f.get_tensor(name)
+        tensor = self._read(name)
         if tensor.dtype not in fp8.FP8_DTYPES:
             return tensor
         scale = name + fp8.SCALE_SUFFIX
-        if self.fp8_block is None or scale not in self._shard_of:
+        if self.fp8_block is None or scale not in self._tensors:
             raise InputError(
                 f"tensor {name!r} is FP8, but the config declares no block quantization or {scale!r} is missing",
                 path=self.directory,

@@ -22,6 +22,7 @@ from eagle_convert.verify.report import TENSOR_VALUES
 if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them
     from eagle_convert.inspect_api import InspectReport
     from eagle_convert.normalize.plan import NormalizeReport
+    from eagle_convert.probe.result import ProbeResult
     from eagle_convert.verify.report import VerifyReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -377,8 +378,8 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     if report.findings:
         console.print(table)
         _fixable_footer(console, [f.rule_id for f in report.findings])
-    if report.probe:
-        console.print(_probe_table(report.probe))
+    if report.probe is not None:
+        console.print(_probe_table(report.probe.result))
     need_target = [c["rule_id"] for c in doc["checks"] if c["reason"] == "needs --target"]
     if need_target:
         console.print(
@@ -442,16 +443,16 @@ def _same_run(run: dict[str, Any]) -> str:
     return f"acceptance length {run['probe_acceptance_length']:.3f}{text}"
 
 
-def _probe_table(p: dict[str, Any]) -> Table:
+def _probe_table(p: ProbeResult) -> Table:
     """The acceptance probe: each reading's top-1 and acceptance length with 95% intervals, and its paired
     comparison with the configured reading (difference, sign test, verdict; "inconclusive" says so)."""
     text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
-    undecided = "" if p.get("decided", True) else "; some comparisons are inconclusive"
+    undecided = "" if p.decided else "; some comparisons are inconclusive"
     probe = Table(
-        title=f"Acceptance probe: {p['positions']} positions of {text.get(p.get('text', ''), 'text')}, "
-        f"{p['steps']}-step greedy chains ({p.get('device', 'cpu')}, {p.get('dtype', 'float32')}){undecided}",
+        title=f"Acceptance probe: {p.positions} positions of {text.get(p.text, 'text')}, "
+        f"{p.steps}-step greedy chains ({p.device}, {p.dtype}){undecided}",
         title_justify="left",
-        caption=f"norm_output {str(p['rows'][0]['norm_output']).lower()} unless the reading says otherwise; "
+        caption=f"norm_output {str(p.rows[0].norm_output).lower()} unless the reading says otherwise; "
         "[ ]: 95% intervals; accept len: 1 + accepted tokens per draft/verify cycle; Δ top-1: paired difference "
         "from the configured reading; p: sign test; diagnostic readings never raise a finding",
         caption_justify="left",
@@ -460,23 +461,23 @@ def _probe_table(p: dict[str, Any]) -> Table:
     probe.add_column("reading", ratio=1)
     for column in ("hidden states", "top-1 [95% CI]", "accept len [95% CI]", "Δ top-1 [95% CI]", "p", "verdict"):
         probe.add_column(column, no_wrap=True)
-    for row in p["rows"]:
-        configured = row["reading"] == p["configured"]
-        mark = " (configured)" if configured and row["reading"] != "configured" else ""
-        mark += " (diagnostic)" if row.get("diagnostic") else ""
-        lo, hi = row.get("top1_ci", (0, 1))
-        alo, ahi = row.get("acceptance_length_ci", (1, 1))
-        verdict = row.get("verdict", "")
-        if verdict == "inconclusive" and row.get("positions_needed"):
-            verdict += f" (~{row['positions_needed']} positions needed)"
-        dlo, dhi = row.get("delta_top1_ci", (0, 0))
+    for row in p.rows:
+        configured = row.reading == p.configured
+        mark = " (configured)" if configured and row.reading != "configured" else ""
+        mark += " (diagnostic)" if row.diagnostic else ""
+        lo, hi = row.top1_ci
+        alo, ahi = row.acceptance_length_ci
+        verdict = row.verdict
+        if verdict == "inconclusive" and row.positions_needed:
+            verdict += f" (~{row.positions_needed} positions needed)"
+        dlo, dhi = row.delta_top1_ci
         probe.add_row(
-            Text(row["reading"] + mark, style="bold" if row["reading"] == p["best"] else ""),
-            f"hs{row['hidden_states']}",
-            f"{row['top1']:.1%} [{lo:.1%}, {hi:.1%}]",
-            f"{row['acceptance_length']:.3f} [{alo:.3f}, {ahi:.3f}]",
-            "" if configured else f"{row.get('delta_top1', 0):+.1%} [{dlo:+.1%}, {dhi:+.1%}]",
-            "" if configured else f"{row['p_value']:.0e}",
+            Text(row.reading + mark, style="bold" if row.reading == p.best else ""),
+            f"hs{row.hidden_states}",
+            f"{row.top1:.1%} [{lo:.1%}, {hi:.1%}]",
+            f"{row.acceptance_length:.3f} [{alo:.3f}, {ahi:.3f}]",
+            "" if configured else f"{row.delta_top1:+.1%} [{dlo:+.1%}, {dhi:+.1%}]",
+            "" if configured else f"{row.p_value:.0e}",
             Text(verdict, style={"better": "bold red", "inconclusive": "yellow"}.get(verdict.split(" ")[0], "")),
         )
     return probe

@@ -29,14 +29,14 @@ def write_json_value(value: Any) -> None:
 def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
     """With ``--json``, bad input still gives one JSON object on stdout (schemas/error.schema.json), as
     ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
-    from eagle_convert import __version__
     from eagle_convert.errors import EagleConvertError
+    from eagle_convert.version import SCHEMA_VERSION, __version__
 
     try:
         yield
     except EagleConvertError as exc:
         if enabled:
             error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-            doc = {"schema_version": 1, "tool_version": __version__, "command": command, "path": str(path)}
+            doc = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "command": command, "path": str(path)}
             write_json({**doc, "status": "error", "error": error})
         raise

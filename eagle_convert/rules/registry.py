@@ -96,7 +96,7 @@ _RULES = (
         "EC008",
         "unrecognised-tensor",
         "warning",
-        summary=("A tensor name no known layout uses; SGLang ignores it silently, vLLM refuses to load."),
+        summary=("A tensor name no known layout uses; an engine release drops it silently or refuses to load."),
     ),
     Rule(
         "EC009",
@@ -142,11 +142,11 @@ _RULES = (
         "EC103",
         "aux-engines-disagree",
         "error",
-        summary="vLLM and SGLang would feed the draft different target hidden states.",
+        summary="The selected engine releases would feed the draft different target hidden states.",
         fixable=True,
         fix=(
             "run `eagle-convert normalize SRC OUT --aux-convention output-of|input-to`: it "
-            "writes the ids so both engines read the trained hidden states"
+            "writes the ids so every modelled release reads the trained hidden states"
         ),
     ),
     Rule(
@@ -199,7 +199,7 @@ _RULES = (
         "EC202",
         "legacy-fc-norm",
         "warning",
-        summary=("Legacy EAGLE3.1 names (use_aux_norm, aux_norm_*): SGLang reads them, vLLM does not."),
+        summary=("Legacy EAGLE3.1 names (use_aux_norm, aux_norm_*): some engine releases read them, others do not."),
         fixable=True,
         fix=_REWRITES,
     ),
@@ -240,7 +240,10 @@ _RULES = (
         "EC208",
         "norm-before-residual-default",
         "info",
-        summary=("norm_before_residual is absent: vLLM's speculators path assumes true, SGLang ignores it."),
+        summary=(
+            "norm_before_residual is absent from a speculators config: the speculators trainer's default (true) "
+            "is assumed."
+        ),
         fixable=True,
         fix=_REWRITES,
     ),
@@ -249,9 +252,10 @@ _RULES = (
         "target-class-architecture",
         "error",
         summary=(
-            "architectures names a target model class: SGLang loads the draft as that model "
-            "(random or missing weights)."
+            "architectures names a target model class: an engine release that builds architectures[0] loads the "
+            "draft as that model (random or missing weights)."
         ),
+        engines=("sglang",),
     ),
     Rule(
         "EC012",
@@ -263,25 +267,27 @@ _RULES = (
         "EC013",
         "mla-model-type",
         "error",
-        summary=("An MLA draft whose model_type is not deepseek_v2/deepseek_v3: vLLM does not treat it as MLA."),
+        summary=(
+            "An MLA draft whose model_type is not deepseek_v2/deepseek_v3: an engine release that detects MLA by "
+            "model_type builds MHA attention."
+        ),
+        engines=("vllm",),
     ),
     Rule(
         "EC015",
         "layer-prefix-engine",
         "warning",
-        summary=(
-            "The decoder layer is stored as layers.0.*, which SGLang builds before PR #24663 "
-            "skip silently (random layer)."
-        ),
+        summary=("The decoder layer is stored as layers.0.*, which some engine builds skip silently (random layer)."),
         fixable=True,
         fix=_REWRITES,
         needs_headers=True,
+        engines=("sglang",),
     ),
     Rule(
         "EC109",
         "aux-ids-wrong-location",
         "warning",
-        summary=("Aux-layer ids only at the top level: SGLang never reads them and falls back to its defaults."),
+        summary=("Aux-layer ids only at the top level: a release that reads eagle_config only falls back to defaults."),
         fixable=True,
         fix=_REWRITES,
     ),
@@ -289,13 +295,13 @@ _RULES = (
         "EC110",
         "aux-count-without-ids",
         "error",
-        summary=("K differs from 3 but no aux-layer ids are written: the engines capture three default layers."),
+        summary=("K differs from 3 but no aux-layer ids are written: the default capture is three layers."),
     ),
     Rule(
         "EC209",
         "bias-flag-weights",
         "error",
-        summary=("The bias flag and fc.bias disagree, or bias is true (vLLM reads it as an o_proj bias)."),
+        summary=("The bias flag and fc.bias disagree, or bias is true where a release reads it as an o_proj bias."),
         needs_headers=True,
     ),
     Rule(
@@ -318,7 +324,7 @@ _RULES = (
         "EC302",
         "unexpected-tensor",
         "warning",
-        summary=("A tensor the engine has no place for: vLLM refuses to load, SGLang ignores it silently."),
+        summary=("A tensor the engine has no place for: a release refuses to load or drops it silently."),
         needs_headers=True,
     ),
     Rule(
@@ -362,7 +368,7 @@ _RULES = (
         "EC403",
         "tied-embeddings",
         "error",
-        summary=("tie_word_embeddings is true: SGLang would use the V-row embedding as the draft head."),
+        summary=("tie_word_embeddings is true: a loader that honours it uses the V-row embedding as the draft head."),
         fixable=True,
         fix=_REWRITES,
     ),
@@ -370,16 +376,17 @@ _RULES = (
         "EC404",
         "d2t-missing",
         "error",
-        summary=("draft_vocab_size < vocab_size and no d2t: both engines emit wrong tokens without an error."),
+        summary=("draft_vocab_size < vocab_size and no d2t: the engines emit wrong tokens without an error."),
         needs_headers=True,
     ),
     Rule(
         "EC405",
         "draft-vocab-size-key",
         "error",
-        summary=("draft_vocab_size is missing (SGLang Llama drafts fail) or null (the target head is used)."),
+        summary=("draft_vocab_size is missing (a release that requires it fails) or null (the target head is used)."),
         fixable=True,
         fix=_REWRITES,
+        engines=("sglang",),
     ),
     Rule(
         "EC406",
@@ -449,9 +456,11 @@ _RULES = (
         "max-positions-below-target",
         "error",
         summary=(
-            "max_position_embeddings is below the target's: SGLang refuses a draft shorter than the served context."
+            "max_position_embeddings is below the target's: a release that checks refuses a draft shorter than the "
+            "served context."
         ),
         needs_target=True,
+        engines=("sglang",),
     ),
     Rule(
         "EC505",
@@ -487,7 +496,8 @@ _RULES = (
         "embed-differs-from-target",
         "warning",
         summary=(
-            "The draft ships its own embed_tokens, different from the target's: SGLang replaces it, vLLM uses it."
+            "The draft ships its own embed_tokens, different from the target's: a release that keeps it and one that"
+            " replaces it run different drafts."
         ),
         level="tensors",
         needs_target=True,

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.errors import EagleConvertError, InputError, UsageError
-from eagle_convert.probe.run import MIN_POSITIONS, ProbeRow, _draft_config, _draft_state, run_probe
+from eagle_convert.probe.result import OracleCheck, ProbeReport, SavedStates
+from eagle_convert.probe.run import MIN_POSITIONS, LoadedDraft, ProbeRow, load_draft, run_probe_on
 from eagle_convert.probe.target import Progress, Target, nearest_boundaries, relative_error
 from eagle_convert.probe.text import read_prompts
-from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.rules.finding import Finding
@@ -37,9 +37,14 @@ class ProbeSettings:
     min_positions: int = MIN_POSITIONS
 
 
-def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32) -> list[Finding]:
+def forward_findings(
+    draft: LoadedDraft | EagleConvertError, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
+) -> list[Finding]:
+    """The draft's own forward pass (``draft``: the loaded draft, or why the reference cannot load it)."""
     try:
-        finite, what = forward_check(ckpt.root, compute=compute)
+        if isinstance(draft, EagleConvertError):
+            raise draft
+        finite, what = forward_chain(draft, compute=compute)
     except EagleConvertError as exc:
         return (
             [Finding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
@@ -52,11 +57,11 @@ def forward_findings(ckpt: Checkpoint, enabled: Callable[[str], bool], compute: 
 
 
 def saved_state_findings(
-    spec: DraftSpec, target: Path, path: Path, enabled: Callable[[str], bool], compute: Compute = CPU_FLOAT32
-) -> tuple[list[Finding], dict[str, Any]]:
+    spec: DraftSpec, target: Target, path: Path, enabled: Callable[[str], bool]
+) -> tuple[list[Finding], SavedStates]:
     """Match hidden states a trainer or engine saved against the target's boundaries."""
-    result = match_saved_states(target, path, compute)
-    found = sorted({m["boundary"] for m in result["matches"]})
+    result = saved_states(target, path)
+    found = sorted({m.boundary for m in result.matches if m.boundary is not None})
     configured = spec.aux.hidden_state_indices
     pointer = "/eagle_aux_hidden_state_layer_ids"
     if configured is not None and found != sorted(configured) and enabled("EC714"):
@@ -76,8 +81,7 @@ def saved_state_findings(
             Finding(
                 "EC715",
                 "info",
-                f"the saved hidden states are hs{found} (relative errors "
-                f"{[m['relative_error'] for m in result['matches']]})",
+                f"the saved hidden states are hs{found} (relative errors {[m.relative_error for m in result.matches]})",
                 path.name,
                 pointer,
                 actual=found,
@@ -87,21 +91,25 @@ def saved_state_findings(
 
 
 def probe_findings(
-    ckpt: Checkpoint,
-    spec: DraftSpec,
-    target: Path,
+    draft: LoadedDraft | EagleConvertError,
+    target: Target | EagleConvertError,
     enabled: Callable[[str], bool],
     settings: ProbeSettings,
-) -> tuple[list[Finding], dict[str, Any] | None]:
+) -> tuple[list[Finding], ProbeReport | None]:
+    """The acceptance probe on the loaded pair (each side: loaded, or why it cannot be), then the saved hidden
+    states and the oracle when asked; (findings, the typed probe report)."""
     token_ids = settings.token_ids
     try:
-        result = run_probe(
-            ckpt.root,
+        if isinstance(draft, EagleConvertError):
+            raise draft
+        if isinstance(target, EagleConvertError):
+            raise target
+        result = run_probe_on(
+            draft,
             target,
             token_ids=token_ids,
             prompts=read_prompts(settings.prompts) if token_ids is None and settings.prompts is not None else None,
             steps=settings.steps,
-            compute=settings.compute,
             progress=settings.progress,
             text=settings.text,
             min_positions=settings.min_positions,
@@ -112,6 +120,7 @@ def probe_findings(
             if enabled("EC702")
             else []
         ), None
+    spec = draft.spec
     out: list[Finding] = []
     configured = result.row(result.configured)
     pointer = "/eagle_aux_hidden_state_layer_ids"
@@ -163,28 +172,26 @@ def probe_findings(
                 actual=configured.top1,
             )
         )
-    table = asdict(result)
+    saved = oracle = None
     if settings.reference_hidden_states is not None:
-        more, table["saved_states"] = saved_state_findings(
-            spec, target, settings.reference_hidden_states, enabled, settings.compute
-        )
+        more, saved = saved_state_findings(spec, target, settings.reference_hidden_states, enabled)
         out += more
     if settings.oracle == "transformers":
         sequence = token_ids[0] if token_ids else list(range(min(32, result.positions + 2)))
-        table["oracle"] = oracle_check(target, sequence)
-        if table["oracle"]["max_relative_error"] > 1e-3 and enabled("EC716"):
+        oracle = oracle_on(target, sequence)
+        if oracle.max_relative_error > 1e-3 and enabled("EC716"):
             out.append(
                 Finding(
                     "EC716",
                     "error",
                     f"the reference target differs from transformers by "
-                    f"{table['oracle']['max_relative_error']:.2e} (relative): the probe's "
+                    f"{oracle.max_relative_error:.2e} (relative): the probe's "
                     "numbers cannot be trusted for this model",
                     None,
                     None,
                 )
             )
-    return out, table
+    return out, ProbeReport(result, saved, oracle)
 
 
 def _versus(row: ProbeRow) -> str:
@@ -202,10 +209,13 @@ def _versus(row: ProbeRow) -> str:
 def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
     """Draft only: a chain on seeded random tokens and aux states. (all outputs finite, what was checked)."""
     ckpt = open_checkpoint(draft_dir)
-    spec = detect(ckpt)
-    cfg = _draft_config(spec)
+    return forward_chain(load_draft(ckpt, detect(ckpt), compute), steps, compute=compute)
+
+
+def forward_chain(draft: LoadedDraft, steps: int = 2, *, compute: Compute = CPU_FLOAT32) -> tuple[bool, str]:
+    """:func:`forward_check` on a loaded draft (loaded on ``compute``)."""
+    cfg, weights = draft.cfg, draft.weights
     device, dtype = compute.device, compute.dtype
-    weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec), dtype=dtype, device=device)
     g = torch.Generator().manual_seed(0)
     t_len = 16
     tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g).to(device)
@@ -218,12 +228,17 @@ def forward_check(draft_dir: str | Path, steps: int = 2, *, compute: Compute = C
     return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"
 
 
-def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> dict[str, Any]:
+def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> SavedStates:
     """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
 
     The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
     tokens, in the trainer's order).
     """
+    return saved_states(Target(Path(target_dir), compute), path)
+
+
+def saved_states(target: Target, path: str | Path) -> SavedStates:
+    """:func:`match_saved_states` against a loaded target."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -234,22 +249,26 @@ def match_saved_states(target_dir: str | Path, path: str | Path, compute: Comput
     ids, states = saved.get("token_ids"), saved.get("hidden_states")
     if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
         raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
-    target = Target(Path(target_dir), compute)
     out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
     matches = nearest_boundaries(states, {j: h.cpu() for j, h in out.hidden.items()})
     for m in matches:
-        if m["boundary"] is None:
-            k = m["state"]
+        if m.boundary is None:
             raise InputError(
-                f"saved state {k} has shape {list(states[k].shape)}, no target boundary matches it", path=path
+                f"saved state {m.state} has shape {list(states[m.state].shape)}, no target boundary matches it",
+                path=path,
             )
-    return {"file": str(path), "matches": matches}
+    return SavedStates(str(path), matches)
 
 
-def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]:
+def oracle_check(target_dir: str | Path, token_ids: list[int]) -> OracleCheck:
     """The reference target against transformers (when installed) on the same tokens: the largest relative error
     over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm).
     Both run on the CPU in float32, whatever the probe's device: this checks the implementation, not the hardware."""
+    return oracle_on(Target(Path(target_dir)), token_ids)
+
+
+def oracle_on(target: Target, token_ids: list[int]) -> OracleCheck:
+    """:func:`oracle_check` against a loaded target (run on the CPU in float32 whatever its compute)."""
     try:
         import transformers
     except ImportError:
@@ -257,12 +276,12 @@ def oracle_check(target_dir: str | Path, token_ids: list[int]) -> dict[str, Any]
             "--oracle transformers needs the transformers package",
             hint="pip install transformers (or eagle-convert[test])",
         ) from None
-    target = Target(Path(target_dir))
+    target = target.on(CPU_FLOAT32)
     ids = torch.tensor(token_ids)
     ours = target.run(ids, capture=range(target.num_layers))
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(target.directory), dtype=torch.float32)
     with torch.no_grad():
         theirs = model(ids[None], output_hidden_states=True).hidden_states
     errors = [relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]
     errors.append(relative_error(ours.final_hidden, theirs[target.num_layers][0]))
-    return {"oracle": "transformers", "tokens": ids.numel(), "max_relative_error": max(errors)}
+    return OracleCheck("transformers", ids.numel(), max(errors))

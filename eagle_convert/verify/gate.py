@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eagle_convert.engines.model import EngineView
+from eagle_convert.read.config import IDS_KEY
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-
-KEY = "eagle_aux_hidden_state_layer_ids"
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,9 @@ class DraftTruth:
     attention: str
     has_weights: bool
     num_layers: int = 1  # draft layers present in the weights
+    wrappers: tuple[str, ...] = ()  # outer prefixes the tensor names carry ("model.", ...)
+    legacy_norm_names: tuple[str, ...] = ()  # aux_norm_low/mid/high tensors (EAGLE3.1's first naming)
+    legacy_norm_flag: bool = False  # the config sets the legacy use_aux_norm flag
 
 
 def _fix(fixable: bool) -> str:
@@ -74,7 +76,7 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
                 "EC104",
                 f"{rel} reads {_where(view)} ({view.rule}) and feeds hs{picked}; the weights were trained on "
                 f"hs{trained} ({truth.convention})" + _fix(True),
-                subject=KEY,
+                subject=IDS_KEY,
                 expected=trained,
                 actual=picked,
                 engine=rel,
@@ -82,7 +84,7 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
         )
     for problem in view.problems:
         if "never reached" in problem or "packer" in problem or "captures nothing" in problem:
-            out.append(finding("EC105", f"{rel}: {problem}", subject=KEY, actual=picked, engine=rel))
+            out.append(finding("EC105", f"{rel}: {problem}", subject=IDS_KEY, actual=picked, engine=rel))
     if truth.has_weights:
         out += _flag_findings(truth, view)
         if truth.num_layers > view.num_layers:
@@ -108,7 +110,7 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
         ("fc_norm", truth.fc_norm, view.fc_norm, "the per-chunk fc_norm weights"),
         ("norm_before_fc", truth.norm_before_fc, view.norm_before_fc, "input_norm.weight"),
     ]
-    if view.engine == "vllm":  # SGLang's draft layer has no norm-before-residual branch to differ on
+    if view.reads_norm_before_residual:  # a class with no norm-before-residual branch has nothing to differ on
         pairs.append(("norm_before_residual", truth.norm_before_residual, view.norm_before_residual, "the recurrence"))
     for key, needed, built, what in pairs:
         if needed == built:
@@ -152,10 +154,64 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
                 "EC302",
                 f"{rel}: {view.draft_class} has no q/k norm: {', '.join(truth.qk_norm_tensors)} "
                 + ("are refused at load" if refused else "are dropped silently and the layer runs without them")
-                + ("; write architectures Eagle3Qwen3ForCausalLM for vLLM" if refused else ""),
+                + (f"; write architectures {view.qk_norm_class} for {rel}" if refused and view.qk_norm_class else ""),
                 severity="error" if refused else "warning",
                 subject=truth.qk_norm_tensors[0],
                 engine=rel,
+            )
+        )
+    return out
+
+
+def _unknown_names(views: list[EngineView]) -> str:
+    """What the releases do with names they have no parameter for: 'r1 refuses them at load; r2 drops them'."""
+    refusing = [v.release for v in views if v.unknown_tensors == "refused"]
+    dropping = [v.release for v in views if v.unknown_tensors != "refused"]
+    return "; ".join(
+        part
+        for part in (
+            f"{', '.join(refusing)} refuse(s) them at load" if refusing else "",
+            f"{', '.join(dropping)} drop(s) them silently" if dropping else "",
+        )
+        if part
+    )
+
+
+def naming_findings(truth: DraftTruth, views: list[EngineView]) -> list[Finding]:
+    """Names the draft carries (facts) joined with what each selected release does with them (views): one finding
+    per rule, whatever the number of releases."""
+    out: list[Finding] = []
+    if truth.wrappers:
+        consequence = _unknown_names(views)
+        out.append(
+            finding(
+                "EC010",
+                f"tensor names carry the wrapper prefix {', '.join(truth.wrappers)}"
+                + (f": {consequence}" if consequence else "")
+                + "; normalize strips it",
+                actual=list(truth.wrappers),
+            )
+        )
+    if truth.legacy_norm_flag or truth.legacy_norm_names:
+        what = "use_aux_norm" if truth.legacy_norm_flag else ", ".join(truth.legacy_norm_names)
+        parts = []
+        for view in views:
+            does = []
+            if truth.legacy_norm_flag:
+                does.append("reads use_aux_norm" if view.reads_use_aux_norm else "ignores use_aux_norm")
+            if truth.legacy_norm_names:
+                if view.legacy_aux_norm_names:
+                    does.append("maps aux_norm_* to fc_norm.*")
+                else:
+                    does.append("refuses the aux_norm_* tensors" if view.unknown_tensors == "refused" else "drops them")
+            parts.append(f"{view.release} {' and '.join(does)}")
+        out.append(
+            finding(
+                "EC202",
+                f"legacy EAGLE3.1 naming ({what})"
+                + (f": {'; '.join(parts)}" if parts else "")
+                + "; normalize renames them",
+                subject=what,
             )
         )
     return out
@@ -167,4 +223,4 @@ def disagreement(views: list[EngineView]) -> Finding | None:
     if len({tuple(p) for p in picks.values()}) <= 1:
         return None
     text = "; ".join(f"{rel} feeds hs{p}" for rel, p in picks.items())
-    return finding("EC103", f"{text}: at most one of them matches the training", subject=KEY, actual=picks)
+    return finding("EC103", f"{text}: at most one of them matches the training", subject=IDS_KEY, actual=picks)

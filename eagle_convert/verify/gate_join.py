@@ -12,12 +12,10 @@ from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, split_name
-from eagle_convert.engines import EngineView, Release, engine_view, newest, resolve_engines
+from eagle_convert.engines import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
+from eagle_convert.read.config import FAMILY_MODEL_TYPE
 from eagle_convert.rules.finding import Finding
-from eagle_convert.verify.gate import DraftTruth, disagreement, release_findings
-
-# A target family named without its model_type (a draft-config hint): the model_type that stands for it.
-_FAMILY_MODEL_TYPE = {"llama": "llama", "qwen": "qwen3", "deepseek": "deepseek_v3", "gpt-oss": "gpt_oss"}
+from eagle_convert.verify.gate import DraftTruth, disagreement, naming_findings, release_findings
 
 
 def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
@@ -43,11 +41,14 @@ def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
         attention=spec.attention,
         has_weights=has_weights,
         num_layers=len({n.layer for n in names if n.layer is not None}) or 1,
+        wrappers=tuple(sorted({n.outer for n in names if n.outer})),
+        legacy_norm_names=tuple(sorted(n.name for n in names if n.layer is None and n.local in LEGACY_FC_NORM_NAMES)),
+        legacy_norm_flag=spec.config.use_aux_norm is not None,
     )
 
 
 def target_model_type(spec: DraftSpec) -> str | None:
-    return spec.target.model_type or _FAMILY_MODEL_TYPE.get(spec.target.family or "")
+    return spec.target.model_type or FAMILY_MODEL_TYPE.get(spec.target.family or "")
 
 
 def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
@@ -58,7 +59,8 @@ def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
 def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[EngineView]) -> list[Finding]:
     """One finding per difference between the truth and a selected release's view."""
     truth = draft_truth(spec, tensor_names)
-    out = [f for view in chosen for f in release_findings(truth, view)]
+    out = naming_findings(truth, chosen)
+    out += [f for view in chosen for f in release_findings(truth, view)]
     if truth.hidden_states is None:
         clash = disagreement(chosen)
         if clash is not None:
@@ -67,10 +69,10 @@ def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[Eng
 
 
 def engines_json(spec: DraftSpec, releases: Iterable[Release] | None = None) -> dict[str, Any]:
-    """``aux_layers.engines``: ``vllm`` and ``sglang`` are the newest releases; one more entry per release."""
+    """``aux_layers.engines``: one entry per engine name (its newest release), then one per release."""
     chosen = list(releases) if releases is not None else resolve_engines("all")
     out: dict[str, Any] = {}
-    for view in views(spec, [newest("vllm"), newest("sglang")]):
+    for view in views(spec, [newest(e) for e in ENGINES]):
         out[view.engine] = _entry(view)
     for view in views(spec, chosen):
         out[view.release] = _entry(view)

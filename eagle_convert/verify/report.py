@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eagle_convert import __version__
+from eagle_convert.read.digest import FileDigest
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import fix_fields
+from eagle_convert.version import SCHEMA_VERSION, __version__
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:  # the probe's types; a static verify never imports the probe
+    from eagle_convert.probe.result import ProbeReport
+
 TOOL = "eagle-convert"
 TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
 
@@ -20,13 +23,6 @@ class CheckOutcome:
     name: str
     outcome: str  # "pass", "fail" or "skipped"
     reason: str = ""  # why it was skipped (level, engine, selection, missing input)
-
-
-@dataclass(frozen=True)
-class FileDigest:
-    name: str
-    size: int
-    sha256: str | None  # None with --no-hash
 
 
 @dataclass
@@ -41,7 +37,7 @@ class VerifyReport:
     files: list[FileDigest] = field(default_factory=list)
     error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
     revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
-    probe: dict[str, Any] | None = None  # the acceptance probe table (--level target)
+    probe: ProbeReport | None = None  # the acceptance probe (--level target)
     engine_run: dict[str, Any] | None = None  # the draft measured in a real engine (--level engine)
 
     def summary(self) -> dict[str, int]:
@@ -63,6 +59,6 @@ class VerifyReport:
             "findings": [{**f.verify_json(), **fix_fields(f.rule_id)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
-            "probe": self.probe,
+            "probe": self.probe.to_dict() if self.probe is not None else None,
             "engine_run": self.engine_run,
         }

@@ -6,9 +6,9 @@ it. ``static`` reads config and headers only and never imports torch; ``tensors`
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,41 +18,22 @@ from eagle_convert.engines import engine_level_engine, resolve_engines
 from eagle_convert.errors import NothingToCheckError, UsageError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES
 from eagle_convert.verify.gate_join import gate_findings, views
-from eagle_convert.verify.report import CheckOutcome, FileDigest, VerifyReport
+from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.static import STATIC_CHECKS, Context, map_names
 
 if TYPE_CHECKING:
     from eagle_convert.engine_level import EngineSettings
+    from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.reference.draft_reader import TensorReader
+    from eagle_convert.reference.llama import SafetensorsWeights
 
 FAIL_LEVELS = ("error", "warning")
-# Rules escalated to errors by --strict: a gate that cannot say what the ids mean should not pass.
-STRICT_ERRORS = frozenset({"EC003", "EC101", "EC102", "EC108"})
-HASH_CHUNK = 8 << 20
-# Static rules that compare the tensor headers with the config: skipped when the weights are pickle.
-NEEDS_HEADERS = frozenset(
-    {
-        "EC015",
-        "EC209",
-        "EC301",
-        "EC302",
-        "EC303",
-        "EC304",
-        "EC305",
-        "EC401",
-        "EC402",
-        "EC404",
-        "EC411",
-        "EC501",
-        "EC505",
-    }
-)
-
-# Rules that compare the draft with the target (its config, or its embeddings): skipped without --target.
-NEEDS_TARGET = frozenset({"EC503", "EC504", "EC605"})
+ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
 
 
 def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -140,20 +121,6 @@ def _check_settings(settings: dict[str, Any], path: Path) -> None:
 def _has_weights(target: Path) -> bool:
     """A target directory the reference models can read: safetensors shards or their index."""
     return target.is_dir() and any(target.glob("*.safetensors"))
-
-
-def hash_files(root: Path, names: Iterable[str], progress: Callable[[int], None] | None = None) -> list[FileDigest]:
-    out = []
-    for name in names:
-        path = root / name
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            while chunk := f.read(HASH_CHUNK):
-                digest.update(chunk)
-                if progress is not None:
-                    progress(len(chunk))
-        out.append(FileDigest(name, path.stat().st_size, digest.hexdigest()))
-    return out
 
 
 def checkpoint_files(ckpt: Checkpoint) -> list[str]:
@@ -249,13 +216,18 @@ def verify_checkpoint(
     depth = LEVELS.index(level)
 
     def enabled(rule_id: str) -> bool:
-        return _selected(rule_id, chosen, ignored) and LEVELS.index(RULES[rule_id].level) <= depth
+        rule = RULES[rule_id]
+        return (
+            _selected(rule_id, chosen, ignored)
+            and LEVELS.index(rule.level) <= depth
+            and bool(set(rule.engines) & set(engines))
+        )
 
     found: list[Finding] = []
     notes = list(ckpt.notes)
     for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
         file, pointer = _pointer(spec, ckpt, f)
-        found.append(Finding(f.rule_id, f.severity, f.message, file, pointer, f.expected, f.actual))
+        found.append(replace(f, file=file, pointer=pointer))
     if ckpt.weight_format == "pickle":
         found.append(
             Finding(
@@ -269,56 +241,32 @@ def verify_checkpoint(
         )
     headers = ckpt.weight_format == "safetensors"
     for rule_id, check in STATIC_CHECKS.items():
-        if enabled(rule_id) and (headers or rule_id not in NEEDS_HEADERS):
+        if enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
             found += check(ctx)
+    # One pass: the draft's tensors are read once (kept for the forward levels, streamed and dropped at tensors
+    # alone), the draft is loaded once, and one target (config read above, weights, reference model) serves every
+    # level; nothing below re-opens a checkpoint or re-detects.
+    probe: ProbeReport | None = None
+    engine_run: dict[str, Any] | None = None
     if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
+        from eagle_convert.reference.draft_reader import TensorReader
         from eagle_convert.verify.tensors import content_findings
 
-        found += content_findings(ctx, enabled, probe_progress)
-    probe: dict[str, Any] | None = None
-    engine_run: dict[str, Any] | None = None
-    if depth >= LEVELS.index("forward") and ckpt.weight_format == "safetensors":
-        from eagle_convert.reference import compute
-        from eagle_convert.verify.forward import ProbeSettings, forward_findings, probe_findings
-
-        chosen_compute = compute.resolve(device, dtype)
-        found += forward_findings(ckpt, enabled, chosen_compute)
-        if depth >= LEVELS.index("target") and target is not None:
-            settings = ProbeSettings(
-                token_ids,
-                prompts,
-                probe_text,
-                probe_steps,
-                chosen_compute,
-                reference_hidden_states,
-                oracle,
-                probe_progress,
-                **({"min_positions": probe_positions} if probe_positions is not None else {}),
-            )
-            more, probe = probe_findings(ckpt, spec, Path(target), enabled, settings)
-            found += more
-        if depth >= LEVELS.index("engine") and target is not None:
-            from dataclasses import replace
-
-            from eagle_convert.engine_level import EngineSettings, engine_findings
-
-            chosen_engine = replace(
-                engine_settings or EngineSettings(),
-                engine=engine_level_engine(releases),
-                token_ids=token_ids,
-                prompts=prompts,
-                steps=probe_steps,
-                device=chosen_compute.device.type,
-                dtype=dtype,
-            )
-            more, engine_run = engine_findings(
-                ckpt.root, spec, Path(target), enabled, chosen_engine, probe, chosen_compute
-            )
-            found += more
+        forward = depth >= LEVELS.index("forward")
+        target_weights = _target_weights(target_cfg)
+        with TensorReader(ckpt, keep=forward) as reader:
+            found += content_findings(ctx, enabled, probe_progress, reader, target_weights)
+            if forward:
+                more, probe, engine_run = _forward_levels(
+                    ckpt, spec, reader, target_cfg, target_weights, depth, enabled, releases, engine_settings,
+                    ForwardOptions(token_ids, prompts, probe_text, probe_steps, reference_hidden_states, oracle,
+                                   probe_progress, probe_positions, device, dtype),
+                )  # fmt: skip
+                found += more
 
     found = [f for f in found if enabled(f.rule_id)]
     if strict:
-        found = [Finding(f.rule_id, "error", *_rest(f)) if f.rule_id in STRICT_ERRORS else f for f in found]
+        found = [replace(f, severity="error") if RULES[f.rule_id].strict_error else f for f in found]
     found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
     failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
     status = "fail" if any(f.severity in failing for f in found) else "pass"
@@ -329,12 +277,117 @@ def verify_checkpoint(
         fail_level,
         status,
         found,
-        _outcomes(found, chosen, ignored, depth, ckpt, has_target=target is not None),
+        _outcomes(found, chosen, ignored, depth, ckpt, has_target=target is not None, engines=engines),
         _manifest(ckpt, compute_hashes, progress),
         revision=ckpt.revision,
         probe=probe,
         engine_run=engine_run,
     )
+
+
+@dataclass(frozen=True)
+class ForwardOptions:
+    """verify_checkpoint's options for the forward levels, as given."""
+
+    token_ids: list[list[int]] | None
+    prompts: Path | None
+    text: str
+    steps: int
+    reference_hidden_states: Path | None
+    oracle: str | None
+    progress: Callable[[str, int, int], None] | None
+    positions: int | None
+    device: str
+    dtype: str
+
+
+def _target_weights(target_cfg: TargetConfig | None) -> SafetensorsWeights | None:
+    """The target's weights (its shards' names, nothing read), when --target is a directory that has them."""
+    if target_cfg is None:
+        return None
+    directory = Path(target_cfg.source).parent
+    if not any(directory.glob("*.safetensors")):
+        return None
+    from eagle_convert.reference import fp8
+    from eagle_convert.reference.llama import SafetensorsWeights
+
+    try:
+        return SafetensorsWeights(directory, fp8.block_size(target_cfg.quantization_config))
+    except Exception:  # noqa: BLE001 - unreadable weights skip EC605; the target level says why it cannot run
+        return None
+
+
+def _forward_levels(
+    ckpt: Checkpoint,
+    spec: DraftSpec,
+    reader: TensorReader,
+    target_cfg: TargetConfig | None,
+    target_weights: SafetensorsWeights | None,
+    depth: int,
+    enabled: Callable[[str], bool],
+    releases: Any,
+    engine_settings: EngineSettings | None,
+    options: ForwardOptions,
+) -> tuple[list[Finding], ProbeReport | None, dict[str, Any] | None]:
+    """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
+    reference target: (findings, the probe report, the engine run)."""
+    from eagle_convert.errors import EagleConvertError
+    from eagle_convert.probe.run import LoadedDraft, load_draft
+    from eagle_convert.probe.target import Target
+    from eagle_convert.reference import compute
+    from eagle_convert.verify.forward import ProbeSettings, forward_findings, probe_findings
+
+    chosen_compute = compute.resolve(options.device, options.dtype)
+    draft: LoadedDraft | EagleConvertError
+    try:
+        draft = load_draft(ckpt, spec, chosen_compute, reader)
+    except EagleConvertError as exc:
+        draft = exc
+    reader.close()  # the loaded weights hold what they need
+    found = forward_findings(draft, enabled, chosen_compute)
+    probe: ProbeReport | None = None
+    engine_run: dict[str, Any] | None = None
+    if depth < LEVELS.index("target") or target_cfg is None:
+        return found, probe, engine_run
+    reference: Target | EagleConvertError
+    try:
+        reference = Target.of(target_cfg, chosen_compute, target_weights)
+    except EagleConvertError as exc:
+        reference = exc
+    settings = ProbeSettings(
+        options.token_ids,
+        options.prompts,
+        options.text,
+        options.steps,
+        chosen_compute,
+        options.reference_hidden_states,
+        options.oracle,
+        options.progress,
+        **({"min_positions": options.positions} if options.positions is not None else {}),
+    )
+    more, probe = probe_findings(draft, reference, enabled, settings)
+    found += more
+    if depth >= LEVELS.index("engine"):
+        from dataclasses import replace
+
+        from eagle_convert.engine_level import EngineSettings, engine_findings
+
+        chosen_engine = replace(
+            engine_settings or EngineSettings(),
+            engine=engine_level_engine(releases),
+            token_ids=options.token_ids,
+            prompts=options.prompts,
+            steps=options.steps,
+            device=chosen_compute.device.type,
+            dtype=options.dtype,
+        )
+        target_dir = Path(target_cfg.source).parent
+        more, engine_run = engine_findings(
+            ckpt.root, spec, target_dir, enabled, chosen_engine, probe, chosen_compute,
+            loaded=draft, reference=reference,
+        )  # fmt: skip
+        found += more
+    return found, probe, engine_run
 
 
 def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] | None) -> list[FileDigest]:
@@ -347,10 +400,6 @@ def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] |
     return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
 
 
-def _rest(f: Finding) -> tuple[str, str | None, str | None, Any, Any]:
-    return f.message, f.file, f.pointer, f.expected, f.actual
-
-
 def _outcomes(
     found: list[Finding],
     select: tuple[str, ...],
@@ -359,17 +408,20 @@ def _outcomes(
     ckpt: Checkpoint,
     *,
     has_target: bool,
+    engines: tuple[str, ...],
 ) -> list[CheckOutcome]:
     failed = {f.rule_id for f in found}
     out = []
     for rule in RULES.values():
         if not _selected(rule.id, select, ignore):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "not selected"))
+        elif not set(rule.engines) & set(engines):
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", f"concerns {', '.join(rule.engines)} only"))
         elif LEVELS.index(rule.level) > depth:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
-        elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.id in NEEDS_HEADERS):
+        elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.needs_headers):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
-        elif not has_target and rule.id in NEEDS_TARGET:
+        elif not has_target and rule.needs_target:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "needs --target"))
         else:
             out.append(CheckOutcome(rule.id, rule.name, "fail" if rule.id in failed else "pass"))

@@ -1,13 +1,12 @@
 """Static verify checks (config and headers only): one function per rule, registered by rule id.
 
 Each check gets the same :class:`Context` and returns findings that name the file and the config key (a JSON
-pointer) or tensor they are about, with what was expected and what was found. Engine-specific checks only
-report for the engines being verified.
+pointer) or tensor they are about, with what was expected and what was found. What an engine does is asked of the
+selected releases' views (``ctx.views``, from ``eagle_convert.engines``); a message names those releases only.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,7 @@ from eagle_convert.draft.mapping import map_key
 from eagle_convert.engines import EngineView
 from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
@@ -37,7 +36,6 @@ TYPED_FIELDS = (
     "max_position_embeddings",
     "hidden_act",
 )
-_TARGET_CLASS = re.compile(r"^(?!.*Eagle).*For(CausalLM|CausalLMNextN|ConditionalGeneration)$")
 
 
 @dataclass
@@ -45,7 +43,7 @@ class Context:
     ckpt: Checkpoint
     spec: DraftSpec
     target: TargetConfig | None
-    engines: tuple[str, ...]  # engine names ("vllm", "sglang") of the selected releases
+    engines: tuple[str, ...]  # engine names of the selected releases
     strict: bool
     expected: dict[str, Expected]
     canonical: dict[str, str] = field(default_factory=dict)  # canonical name -> stored tensor name
@@ -63,6 +61,10 @@ class Context:
     def shape(self, canonical_name: str) -> tuple[int, ...] | None:
         stored = self.canonical.get(canonical_name)
         return self.ckpt.tensors[stored].shape if stored else None
+
+    def releases(self, views: list[EngineView] | None = None) -> str:
+        """The selected releases (or ``views``), named for a message: 'sglang@0.5.23, vllm@0.33'."""
+        return ", ".join(v.release for v in (self.views if views is None else views)) or "the selected releases"
 
 
 def map_names(ckpt: Checkpoint, spec: DraftSpec) -> tuple[dict[str, str], list[str]]:
@@ -129,12 +131,14 @@ def check(rule_id: str) -> Callable[[Check], Check]:
 @check("EC011")
 def _target_class(ctx: Context) -> list[Finding]:
     archs = ctx.spec.config.architectures
-    if "sglang" not in ctx.engines or not archs or not all(_TARGET_CLASS.match(a) for a in archs):
+    built = [v for v in ctx.views if v.target_model_class]
+    if not archs or not built:
         return []
     return [
         cfg_finding(
             "EC011",
-            f"architectures {list(archs)} is a target model class: SGLang would load the draft as that model",
+            f"architectures {list(archs)} is a target model class: "
+            + "; ".join(f"{v.release}: {v.target_model_class}" for v in built),
             "architectures",
             expected=_draft_class(ctx),
             actual=list(archs),
@@ -143,20 +147,24 @@ def _target_class(ctx: Context) -> list[Finding]:
 
 
 def _draft_class(ctx: Context) -> str:
-    return "Eagle3DeepseekV2ForCausalLM" if ctx.spec.attention == "mla" else "LlamaForCausalLMEagle3"
+    """The architecture that routes to the right draft class in every modelled release (engines/)."""
+    from eagle_convert.engines import draft_architecture
+
+    portable = draft_architecture("mla" if ctx.spec.attention == "mla" else "mha", False)
+    return portable[0] if portable else "an EAGLE3 draft class"
 
 
 @check("EC015")
 def _layer_prefix(ctx: Context) -> list[Finding]:
     prefix = ctx.spec.layer_prefix or ""
-    if "sglang" not in ctx.engines or "layers." not in prefix:
+    caveats = [f"{v.release}: {v.caveats['layers-prefix']}" for v in ctx.views if "layers-prefix" in v.caveats]
+    if not caveats or "layers." not in prefix:
         return []
     return [
         Finding(
             "EC015",
             "warning",
-            f"decoder layer stored as {prefix}*: SGLang builds before PR #24663 "
-            "skip these names and run a random layer; midlayer.* loads everywhere",
+            f"decoder layer stored as {prefix}*: " + "; ".join(caveats),
             ctx.ckpt.shards[0].name if ctx.ckpt.shards else None,
             prefix,
             "midlayer.",
@@ -178,7 +186,7 @@ def _ids_location(ctx: Context) -> list[Finding]:
             "EC109",
             f"aux-layer ids {aux.ids} are only at the top level: {view.release} does not read them there and "
             f"captures {'hs' + str(view.hidden_state_indices) if view.hidden_state_indices else 'its defaults'}",
-            "eagle_aux_hidden_state_layer_ids",
+            IDS_KEY,
             actual=aux.ids,
         )
         for view in ctx.views
@@ -190,12 +198,13 @@ def _ids_location(ctx: Context) -> list[Finding]:
 def _k_without_ids(ctx: Context) -> list[Finding]:
     if ctx.spec.num_aux_hidden_states == 3 or ctx.spec.aux.ids:
         return []
+    defaults = [v for v in ctx.views if v.ids_from == "defaults"]
     return [
         cfg_finding(
             "EC110",
             f"K={ctx.spec.num_aux_hidden_states} aux states ({ctx.spec.num_aux_source}) but no "
-            "ids: the engines capture three default layers",
-            "eagle_aux_hidden_state_layer_ids",
+            f"ids: {ctx.releases(defaults or None)} capture three default layers",
+            IDS_KEY,
             expected=f"{ctx.spec.num_aux_hidden_states} ids",
             actual=None,
         )
@@ -209,11 +218,13 @@ def _k_without_ids(ctx: Context) -> list[Finding]:
 def _bias(ctx: Context) -> list[Finding]:
     flag, has = ctx.spec.config.bias, "fc.bias" in ctx.canonical
     out = []
-    if flag and not has:
+    fc_bias = [v for v in ctx.views if v.bias_is == "fc"]
+    if flag and not has and fc_bias:
         out.append(
             cfg_finding(
                 "EC209",
-                "bias is true but there is no fc.bias: SGLang runs an uninitialised bias",
+                f"bias is true but there is no fc.bias: {ctx.releases(fc_bias)} build(s) fc with a bias the "
+                "checkpoint does not have and run it uninitialised",
                 "bias",
                 expected=False,
                 actual=True,
@@ -224,7 +235,7 @@ def _bias(ctx: Context) -> list[Finding]:
             tensor_finding(
                 ctx,
                 "EC209",
-                "fc.bias is stored but bias is not true: SGLang ignores it silently, vLLM refuses to load",
+                f"fc.bias is stored but bias is not true: {_unknown_tensor(ctx)}",
                 "fc.bias",
                 expected="bias: true",
             )
@@ -247,10 +258,11 @@ def _bias(ctx: Context) -> list[Finding]:
 def _mla_norm_before_fc(ctx: Context) -> list[Finding]:
     if ctx.spec.attention != "mla" or not ctx.spec.flags.norm_before_fc.value:
         return []
+    mla = [v for v in ctx.views if v.attention == "mla"]
     return [
         cfg_finding(
             "EC210",
-            "norm_before_fc on an MLA draft: neither engine's MLA loader applies input_norm",
+            f"norm_before_fc on an MLA draft: the MLA draft class of {ctx.releases(mla or None)} has no input_norm",
             ctx.spec.flags.norm_before_fc.source if "." in ctx.spec.flags.norm_before_fc.source else "norm_before_fc",
             expected=False,
             actual=True,
@@ -268,7 +280,7 @@ def _missing(ctx: Context) -> list[Finding]:
     out = []
     for name, exp in ctx.expected.items():
         if exp.required and name not in ctx.canonical and name not in _OWN_RULE:
-            consequence = "SGLang and vLLM leave the parameter at its random initialisation (or fail to load)"
+            consequence = f"{ctx.releases()} leave the parameter at its random initialisation (or fail to load)"
             out.append(
                 Finding(
                     "EC301",
@@ -283,12 +295,11 @@ def _missing(ctx: Context) -> list[Finding]:
     return out
 
 
-@check("EC302")
-def _unexpected(ctx: Context) -> list[Finding]:
+def _unknown_tensor(ctx: Context) -> str:
+    """What the selected releases do with a tensor they have no parameter for."""
     refusing = [v.release for v in ctx.views if v.unknown_tensors == "refused"]
     dropping = [v.release for v in ctx.views if v.unknown_tensors == "dropped"]
-    severity = "error" if refusing else "warning"
-    consequence = "; ".join(
+    return "; ".join(
         part
         for part in (
             f"{', '.join(refusing)} refuse to load it" if refusing else "",
@@ -296,6 +307,12 @@ def _unexpected(ctx: Context) -> list[Finding]:
         )
         if part
     )
+
+
+@check("EC302")
+def _unexpected(ctx: Context) -> list[Finding]:
+    severity = "error" if any(v.unknown_tensors == "refused" for v in ctx.views) else "warning"
+    consequence = _unknown_tensor(ctx)
     out = [
         tensor_finding(ctx, "EC302", f"tensor {name} matches no known layout: {consequence}", name, severity=severity)
         for name in ctx.unplaced
@@ -386,7 +403,7 @@ def _fp8(ctx: Context) -> list[Finding]:
             ctx,
             "EC305",
             f"{len(fp8)} FP8 tensor(s), e.g. {fp8[0]}, but quantization_config is "
-            f"{'absent' if quant is None else method!r}: the engines would read raw FP8 bytes as "
+            f"{'absent' if quant is None else method!r}: {ctx.releases()} would read raw FP8 bytes as "
             "weights",
             fp8[0],
             expected="quantization_config.quant_method fp8",
@@ -426,7 +443,7 @@ def _lm_head(ctx: Context) -> list[Finding]:
     return [
         cfg_finding(
             "EC401",
-            f"no lm_head.weight but draft_vocab_size is {d.draft_vocab_size}: the engines build "
+            f"no lm_head.weight but draft_vocab_size is {d.draft_vocab_size}: {ctx.releases()} build "
             "a randomly initialised head",
             "draft_vocab_size",
             expected="lm_head.weight present",
@@ -497,11 +514,12 @@ def _draft_vocab_key(ctx: Context) -> list[Finding]:
                 expected="an integer",
             )
         ]
-    if key == "null":
+    reading = [f"{v.release} {v.null_draft_vocab_size}" for v in ctx.views if v.null_draft_vocab_size]
+    if key == "null" and reading:
         return [
             cfg_finding(
                 "EC405",
-                "draft_vocab_size is null: SGLang uses the target's lm_head and ignores any draft head",
+                f"draft_vocab_size is null: {'; '.join(reading)}",
                 "draft_vocab_size",
                 severity="warning",
             )
@@ -531,10 +549,13 @@ def _embed_needed(ctx: Context) -> list[Finding]:
 def _target_hidden_size(ctx: Context) -> list[Finding]:
     cfg, h = ctx.cfg, ctx.spec.dims.hidden_size
     if "target_hidden_size" in cfg and cfg["target_hidden_size"] is None:
+        crash = [v for v in ctx.views if v.null_target_hidden_size == "crash"]
         return [
             cfg_finding(
                 "EC501",
-                "target_hidden_size is null: both engines crash reading it",
+                f"target_hidden_size is null: {ctx.releases(crash)} crash reading it"
+                if crash
+                else "target_hidden_size is null; typed config classes reject it",
                 "target_hidden_size",
                 expected="an integer",
                 actual=None,
@@ -546,7 +567,8 @@ def _target_hidden_size(ctx: Context) -> list[Finding]:
         return [
             cfg_finding(
                 "EC501",
-                f"target_hidden_size is missing, so the engines assume {h}, but fc.weight {list(fc)} is {fc[1]} wide",
+                f"target_hidden_size is missing, so {ctx.releases()} assume {h}, but fc.weight {list(fc)} is "
+                f"{fc[1]} wide",
                 "target_hidden_size",
                 expected=fc[1] // k,
                 actual=None,
@@ -598,19 +620,17 @@ def _max_positions(ctx: Context) -> list[Finding]:
     if ctx.target is None or ctx.target.max_position_embeddings is None:
         return []
     mine = ctx.spec.dims.max_position_embeddings
-    if mine is None or mine >= ctx.target.max_position_embeddings:
+    refusing = [f"{v.release} {v.caveats['max-positions']}" for v in ctx.views if "max-positions" in v.caveats]
+    if mine is None or mine >= ctx.target.max_position_embeddings or not refusing:
         return []
-    severity = "error" if "sglang" in ctx.engines else "warning"
     return [
         cfg_finding(
             "EC504",
-            f"max_position_embeddings {mine} is below the target's "
-            f"{ctx.target.max_position_embeddings}: SGLang refuses a draft shorter than the served "
-            "context",
+            f"max_position_embeddings {mine} is below the target's {ctx.target.max_position_embeddings}: "
+            + "; ".join(refusing),
             "max_position_embeddings",
             expected=ctx.target.max_position_embeddings,
             actual=mine,
-            severity=severity,
         )
     ]
 
@@ -629,7 +649,7 @@ def _quant_leak(ctx: Context) -> list[Finding]:
         cfg_finding(
             "EC505",
             f"quantization_config ({quant.get('quant_method')}) in a draft whose weights are not "
-            "quantized: the engine would build quantized layers and misread the weights",
+            f"quantized: {ctx.releases()} would build quantized layers and misread the weights",
             "quantization_config",
             expected=None,
             actual=quant.get("quant_method"),
@@ -641,10 +661,12 @@ def _quant_leak(ctx: Context) -> list[Finding]:
 def _q_lora_rank(ctx: Context) -> list[Finding]:
     if ctx.spec.attention != "mla" or ctx.spec.dims.q_lora_rank is not None:
         return []
+    mla = [v for v in ctx.views if v.attention == "mla"]
     return [
         cfg_finding(
             "EC506",
-            "an MLA draft needs q_lora_rank (both engines' EAGLE3 MLA layers project queries through it)",
+            f"an MLA draft needs q_lora_rank (the EAGLE3 MLA layers of {ctx.releases(mla or None)} project queries "
+            "through it)",
             "q_lora_rank",
             expected="an integer",
             actual=None,

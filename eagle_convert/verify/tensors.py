@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.reference.draft_reader import TensorReader
 from eagle_convert.rules.finding import Finding
 from eagle_convert.verify.report import TENSOR_VALUES
 from eagle_convert.verify.static import Context, tensor_finding
+
+if TYPE_CHECKING:
+    from eagle_convert.reference.llama import SafetensorsWeights
 
 CHUNK_ELEMENTS = 1 << 22  # statistics are computed over 4M-element float32 chunks (16 MiB)
 INIT_CHECKED = ("embed_tokens.weight", "lm_head.weight", "fc.weight")
@@ -81,19 +83,19 @@ def _rows_identical(t: Any) -> bool:
     return all(bool((t[i : i + step] == first).all()) for i in range(0, t.shape[0], step))
 
 
-def _load(ctx: Context, stored: str) -> Any:
-    from safetensors import safe_open
-
-    info = ctx.ckpt.tensors[stored]
-    with safe_open(str(ctx.ckpt.root / info.shard), framework="pt") as f:
-        return f.get_tensor(stored)
-
-
 def content_findings(
-    ctx: Context, enabled: Callable[[str], bool], progress: Callable[[str, int, int], None] | None = None
+    ctx: Context,
+    enabled: Callable[[str], bool],
+    progress: Callable[[str, int, int], None] | None = None,
+    tensors: TensorReader | None = None,
+    target_weights: SafetensorsWeights | None = None,
 ) -> list[Finding]:
     """Every tensor-level rule, one tensor in memory at a time; ``progress("reading tensor values", done, total)``
-    hears of each tensor read."""
+    hears of each tensor read. ``tensors``: the verify's reader (it keeps what it read when a forward level
+    follows); ``target_weights``: the target's, for EC605 (None: no comparison)."""
+    if tensors is None:
+        with TensorReader(ctx.ckpt) as reader:
+            return content_findings(ctx, enabled, progress, reader, target_weights)
     out: list[Finding] = []
     total = len(ctx.canonical)
     if progress is not None:
@@ -104,7 +106,7 @@ def content_findings(
     for done, (name, stored) in enumerate(ctx.canonical.items()):
         if progress is not None and done:
             progress(TENSOR_VALUES, done, total)
-        t = _load(ctx, stored)
+        t = tensors.get(stored)
         if name == "d2t":
             d2t = t
             continue
@@ -136,7 +138,7 @@ def content_findings(
         if enabled("EC410") and name == "lm_head.weight" and _rows_identical(t):
             out.append(tensor_finding(ctx, "EC410", "every lm_head row is identical: the head predicts nothing", name))
         if enabled("EC605") and name == "embed_tokens.weight":
-            out += _embed_vs_target(ctx, t)
+            out += _embed_vs_target(ctx, t, target_weights)
         del t
     if progress is not None:
         progress(TENSOR_VALUES, total, total)
@@ -216,33 +218,23 @@ def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool])
     return out
 
 
-def _embed_vs_target(ctx: Context, embed: Any) -> list[Finding]:
+def _embed_vs_target(ctx: Context, embed: Any, weights: SafetensorsWeights | None) -> list[Finding]:
     """Compare the draft's embed_tokens with the target's, when --target has weights."""
-    if ctx.target is None:
+    if ctx.target is None or weights is None:
         return []
-    target_dir = Path(ctx.target.source).parent
-    try:
-        target = open_checkpoint(target_dir)
-    except Exception:  # noqa: BLE001 - a target without readable weights simply skips this comparison
+    names = [n for n in weights.names() if n.endswith("embed_tokens.weight")]
+    if not names or weights.shape(names[0]) != tuple(embed.shape):
         return []
-    names = [n for n in target.tensors if n.endswith("embed_tokens.weight")]
-    if not names:
-        return []
-    info = target.tensors[names[0]]
-    if tuple(info.shape) != tuple(embed.shape):
-        return []
-    from safetensors import safe_open
-
-    with safe_open(str(target.root / info.shard), framework="pt") as f:
-        theirs = f.get_tensor(names[0])
+    theirs = weights.get(names[0])
     if bool((theirs.to(embed.dtype) == embed).all()):
         return []
     return [
         tensor_finding(
             ctx,
             "EC605",
-            "embed_tokens differs from the target's: SGLang replaces it with the "
-            "target's, vLLM keeps the draft's, so the two engines run different drafts",
+            "embed_tokens differs from the target's: "
+            + "; ".join(f"{v.release}: {v.embed_tokens}" for v in ctx.views)
+            + (", so the releases run different drafts" if len({v.embed_tokens for v in ctx.views}) > 1 else ""),
             "embed_tokens.weight",
         )
     ]
