@@ -6,6 +6,7 @@ Library code raises these; the CLI renders them once (``Error: ...`` / ``Hint: .
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 EXIT_OK = 0
@@ -82,6 +83,13 @@ class UsageError(EagleConvertError):
     """A command-line usage problem the parser cannot see (exit 2)."""
 
     default_hint = "run the command with --help to see its options"
+
+
+def check_choice(what: str, value: str, choices: Collection[str]) -> str:
+    """``value`` when it is one of ``choices``; a :class:`UsageError` naming ``what`` and the choices otherwise."""
+    if value not in choices:
+        raise UsageError(f"unknown {what} {value!r}; choose from {', '.join(choices)}")
+    return value
 
 
 class NothingToCheckError(EagleConvertError):

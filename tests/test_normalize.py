@@ -314,3 +314,21 @@ def test_unknown_config_keys_survive_and_provenance_is_recorded(tmp_path: Path) 
 def test_config_only_is_nothing_to_normalize(fx: Path, tmp_path: Path) -> None:
     result = run_cli("normalize", str(fx / "layouts" / "specforge-mha" / "config.json"), str(tmp_path / "out"))
     assert result.returncode == 3 and not (tmp_path / "out").exists()
+
+
+def test_profiles_whose_releases_build_no_fc_bias_refuse_fc_bias_naming_them(tmp_path: Path) -> None:
+    lay = LAYOUTS["specforge-mha"]
+    src = write_layout(
+        tmp_path / "src", type(lay)(**{**lay.__dict__, "fc_bias": True, "config": {**lay.config, "bias": True}})
+    )
+    lacking = [r for r in RELEASES.values() if engine_view(r, {**lay.config, "bias": True}, target_model_type=None,
+                                                            target_num_layers=None).bias_is != "fc"]  # fmt: skip
+    assert lacking, "the records say every release builds an fc bias: this test has nothing to refuse"
+    for profile in ("vllm", "portable"):
+        with pytest.raises(NormalizeRefused) as info:
+            normalize_checkpoint(src, tmp_path / profile, target_family="llama", profile=profile)
+        assert all(r.name in info.value.message for r in lacking if r.engine in ("vllm",)), info.value.message
+        assert info.value.hint == "use --profile sglang"
+        assert not (tmp_path / profile).exists()
+    report = normalize_checkpoint(src, tmp_path / "out", target_family="llama", profile="sglang", dry_run=True)
+    assert report.profile == "sglang"

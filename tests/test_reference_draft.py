@@ -17,8 +17,8 @@ from torch import Tensor, nn
 
 from eagle_convert.errors import ConfigError
 from eagle_convert.reference.eagle3_draft import (
-    DraftConfig,
     DraftWeights,
+    Eagle3Config,
     attention,
     chain,
     draft_step,
@@ -163,8 +163,8 @@ def hf_mla(raw: dict[str, Any], state: dict[str, Tensor]) -> Any:
     return run
 
 
-def build(raw: dict[str, Any], **kw: Any) -> tuple[DraftConfig, DraftWeights, dict[str, Tensor]]:
-    cfg = DraftConfig.from_config(raw)
+def build(raw: dict[str, Any], **kw: Any) -> tuple[Eagle3Config, DraftWeights, dict[str, Tensor]]:
+    cfg = Eagle3Config.from_config(raw)
     state = random_state(raw, **kw)
     return cfg, load_draft(cfg, state), state
 
@@ -267,7 +267,7 @@ def test_draft_step_matches_straight_line_equations(flags: dict[str, Any], first
 @torch.no_grad()
 def test_chain_feeds_hidden_per_norm_output_and_mapped_tokens(norm_output: bool) -> None:
     raw = mha_config(fc_norm=True, norm_output=norm_output)
-    cfg = DraftConfig.from_config(raw)
+    cfg = Eagle3Config.from_config(raw)
     state = random_state(raw, embed=False)
     weights = load_draft(cfg, state)
     embed = torch.randn(V, H, generator=torch.Generator().manual_seed(4))
@@ -321,7 +321,7 @@ def test_chain_rows_are_independent_prefix_chains() -> None:
 
 def test_load_draft_refuses_unknown_missing_and_misshapen_tensors() -> None:
     raw = mha_config()
-    cfg, state = DraftConfig.from_config(raw), random_state(raw)
+    cfg, state = Eagle3Config.from_config(raw), random_state(raw)
     for extra in (A + "qkv_proj.weight", "fc_norm.0.weight", "layers.0.hidden_norm.weight"):
         with pytest.raises(ConfigError, match=extra.replace(".", r"\.")):
             load_draft(cfg, {**state, extra: torch.zeros(1)})
@@ -338,12 +338,12 @@ def test_load_draft_refuses_unknown_missing_and_misshapen_tensors() -> None:
 
 def test_from_config_refuses_what_it_cannot_run_and_records_defaults() -> None:
     with pytest.raises(ConfigError, match="mutually exclusive"):
-        DraftConfig.from_config(mha_config(fc_norm=True, norm_before_fc=True))
+        Eagle3Config.from_config(mha_config(fc_norm=True, norm_before_fc=True))
     with pytest.raises(ConfigError, match="q_lora_rank"):
-        DraftConfig.from_config({k: v for k, v in mla_config({"rope_type": "default"}).items() if k != "q_lora_rank"})
+        Eagle3Config.from_config({k: v for k, v in mla_config({"rope_type": "default"}).items() if k != "q_lora_rank"})
     with pytest.raises(ConfigError, match="dynamic"):
-        DraftConfig.from_config(mha_config(rope={"rope_type": "dynamic", "factor": 2.0}))
+        Eagle3Config.from_config(mha_config(rope={"rope_type": "dynamic", "factor": 2.0}))
     raw = {k: v for k, v in mha_config().items() if k not in ("rope_theta", "norm_output", "target_hidden_size")}
-    cfg = DraftConfig.from_config(raw)
+    cfg = Eagle3Config.from_config(raw)
     assert (cfg.rope_theta, cfg.norm_output, cfg.target_hidden_size) == (10000.0, False, H)
     assert {"rope_theta=10000.0", "norm_output=False", "target_hidden_size=64"} <= set(cfg.defaults)

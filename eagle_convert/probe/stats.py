@@ -1,6 +1,6 @@
 """The probe's statistics: acceptance counted as the engines count it, and paired decisions between readings.
 
-Acceptance (what vLLM reports as the mean acceptance length and the per-position acceptance rates): speculative
+Acceptance (what the engines report as the mean acceptance length and the per-position acceptance rates): speculative
 decoding along the target's greedy text. A cycle drafts ``k`` tokens from the current position, the target accepts
 the longest prefix that matches its own greedy tokens (and adds one token of its own), and the next cycle starts
 after it. Mean acceptance length = 1 + accepted / cycles; the acceptance rate at position s = the share of cycles

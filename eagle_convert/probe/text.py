@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import InputError, UsageError
+from eagle_convert.errors import InputError, UsageError, check_choice
 
 ROUND, NEW_TOKENS = 32, 144  # prompts per generation round, new tokens per prompt (about 4,096+ positions a round)
 _SUBJECTS = (
@@ -40,9 +40,7 @@ TEXTS = ("greedy", "sampled")  # the target's own continuations of the prompts: 
 
 def check_text(text: str) -> str:
     """``text`` when it is one of :data:`TEXTS`; a usage error naming the choices otherwise."""
-    if text not in TEXTS:
-        raise UsageError(f"unknown probe text {text!r}; choose from {', '.join(TEXTS)}")
-    return text
+    return check_choice("probe text", text, TEXTS)
 
 
 @dataclass(frozen=True)

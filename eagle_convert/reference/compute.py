@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from eagle_convert.errors import UsageError
+from eagle_convert.errors import UsageError, check_choice
 
 if TYPE_CHECKING:
     import torch
@@ -34,9 +34,7 @@ def check_device(device: str) -> str:
 
 def check_dtype(dtype: str) -> str:
     """``dtype`` when it is one of :data:`DTYPES`, else a UsageError naming them."""
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
-    return dtype
+    return check_choice("dtype", dtype, DTYPES)
 
 
 @dataclass(frozen=True)

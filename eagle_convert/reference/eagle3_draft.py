@@ -1,12 +1,13 @@
 """Reference EAGLE3 draft in pure PyTorch: the forward pass of docs/FORMATS.md section 1, read like the equations.
 
-Matches the one-layer draft that SGLang (``LlamaForCausalLMEagle3``, ``Eagle3DeepseekV2ForCausalLM``) and vLLM
-(``Eagle3LlamaForCausalLM``) run: MHA attention as transformers' ``LlamaAttention`` / ``Qwen3Attention`` (rotate-half
-RoPE incl. linear/llama3/yarn scaling, GQA, explicit head_dim, optional per-head q_norm/k_norm) and MLA attention as
-transformers' ``DeepseekV3Attention`` (interleaved-pair RoPE on the ``dr`` slice, YaRN softmax scale), each with first
-projections that take the 2H input ``cat([input_layernorm(embed), hidden_norm(h)])``. Flags: ``norm_before_fc``,
-``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual``, ``norm_output``; draft token d maps to ``d + d2t[d]``.
-Tensors use the canonical names of section 2. One sequence of T tokens, no batch dimension.
+Matches the one-layer EAGLE3 draft classes of the engine records (``engines/``: ``LlamaForCausalLMEagle3``,
+``Eagle3DeepseekV2ForCausalLM``, ``Eagle3LlamaForCausalLM``): MHA attention as transformers' ``LlamaAttention`` /
+``Qwen3Attention`` (rotate-half RoPE incl. linear/llama3/yarn scaling, GQA, explicit head_dim, optional per-head
+q_norm/k_norm) and MLA attention as transformers' ``DeepseekV3Attention`` (interleaved-pair RoPE on the ``dr`` slice,
+YaRN softmax scale), each with first projections that take the 2H input ``cat([input_layernorm(embed),
+hidden_norm(h)])``. Flags: ``norm_before_fc``, ``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual``,
+``norm_output``; draft token d maps to ``d + d2t[d]``. Tensors use the canonical names of section 2. One sequence of T
+tokens, no batch dimension.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ KV = tuple[Tensor, Tensor]  # one step's (keys, values) after RoPE, [T, heads, d
 
 
 @dataclass(frozen=True)
-class DraftConfig:
+class Eagle3Config:
     """What the forward pass needs from a canonical draft config; ``defaults`` names every default applied."""
 
     attention: str  # "mha" or "mla"
@@ -66,12 +67,12 @@ class DraftConfig:
     head_norm: bool = True  # lm_head reads norm(s); False: s itself (SpecForge 0.2.0 with norm_output false)
 
     @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> DraftConfig:
+    def from_config(cls, raw: dict[str, Any]) -> Eagle3Config:
         """Read a canonical config dict (``normalize`` output); a missing or unsupported setting is a ConfigError."""
         return cls.from_parsed(ParsedConfig.from_dict(raw), raw)
 
     @classmethod
-    def from_parsed(cls, p: ParsedConfig, raw: dict[str, Any]) -> DraftConfig:
+    def from_parsed(cls, p: ParsedConfig, raw: dict[str, Any]) -> Eagle3Config:
         """:meth:`from_config` on a config already parsed (``p``, from ``raw``): nothing is parsed twice."""
         defaults: list[str] = []
         d = p.dims
@@ -136,7 +137,7 @@ class DraftConfig:
         )
 
 
-def expected_tensors(c: DraftConfig) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+def parameter_shapes(c: Eagle3Config) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
     """(required, optional) canonical tensor name -> shape for this config (FORMATS.md section 2)."""
     h, ht, k, i, two_h = c.hidden_size, c.target_hidden_size, c.num_aux, c.intermediate_size, 2 * c.hidden_size
     req: dict[str, tuple[int, ...]] = {
@@ -166,7 +167,7 @@ def expected_tensors(c: DraftConfig) -> tuple[dict[str, tuple[int, ...]], dict[s
     return req, opt
 
 
-def _mla_dims(c: DraftConfig) -> tuple[int, int, int, int, int]:
+def _mla_dims(c: Eagle3Config) -> tuple[int, int, int, int, int]:
     """(rq, rkv, dn, dr, dv); all set for MLA by ``from_config``."""
     dims = (c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim)
     return (dims[0] or 0, dims[1] or 0, dims[2] or 0, dims[3] or 0, dims[4] or 0)
@@ -186,7 +187,7 @@ class DraftWeights:
 
 
 def load_draft(
-    config: DraftConfig,
+    config: Eagle3Config,
     state: Mapping[str, Tensor],
     *,
     dtype: torch.dtype = torch.float32,
@@ -194,7 +195,7 @@ def load_draft(
 ) -> DraftWeights:
     """Check names and shapes (unknown, missing, misshapen -> ConfigError naming them); move to ``device`` and cast
     floats to ``dtype``."""
-    required, optional = expected_tensors(config)
+    required, optional = parameter_shapes(config)
     unknown = sorted(set(state) - set(required) - set(optional))
     missing = sorted(set(required) - set(state))
     if unknown or missing:
@@ -225,7 +226,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def rope_inv_freq(c: DraftConfig, dim: int) -> tuple[Tensor, float]:
+def rope_inv_freq(c: Eagle3Config, dim: int) -> tuple[Tensor, float]:
     """Inverse frequencies [dim/2] and cos/sin scale, in the same float ops as transformers' ROPE_INIT_FUNCTIONS."""
     p, base = c.rope_params, c.rope_theta
     inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
@@ -266,7 +267,7 @@ def _mscale(factor: float, mscale: float) -> float:  # YaRN: 0.1 * mscale * ln(f
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def rope(x: Tensor, positions: Tensor, c: DraftConfig, *, interleaved: bool) -> Tensor:
+def rope(x: Tensor, positions: Tensor, c: Eagle3Config, *, interleaved: bool) -> Tensor:
     """Rotate pairs of ``x`` [T, heads, d] by ``position * inv_freq``. Rotate-half pairs (x_i, x_{i+d/2}); interleaved
     (DeepSeek) pairs (x_{2i}, x_{2i+1}), written back de-interleaved like transformers' DeepseekV3 (same q.k)."""
     inv, scale = rope_inv_freq(c, x.shape[-1])
@@ -293,7 +294,7 @@ def _attend(q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: 
 
 
 def attention(
-    c: DraftConfig, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = ()
+    c: Eagle3Config, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = ()
 ) -> tuple[Tensor, KV]:
     """Self-attention of the 2H input ``x`` [T, 2H] -> ([T, H], this step's keys and values)."""
     a, t, nh = "midlayer.self_attn.", x.shape[0], c.num_heads
@@ -333,7 +334,7 @@ def mlp(w: DraftWeights, y: Tensor) -> Tensor:
 
 
 def draft_step(
-    config: DraftConfig,
+    config: Eagle3Config,
     weights: DraftWeights,
     token_ids: Tensor,
     hidden: Tensor,
@@ -375,7 +376,7 @@ def draft_step(
 
 
 def chain(
-    config: DraftConfig,
+    config: Eagle3Config,
     weights: DraftWeights,
     token_ids: Tensor,
     aux: Tensor,

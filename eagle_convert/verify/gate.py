@@ -6,33 +6,16 @@ names the release, what it will do, what the weights need, and whether ``normali
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
 
-from eagle_convert.engines.model import EngineView
-from eagle_convert.read.config import IDS_KEY
+from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.draft.truth import DraftTruth, draft_truth
+from eagle_convert.engines import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-
-
-@dataclass(frozen=True)
-class DraftTruth:
-    """What the draft was trained for, from weights + config + provenance (never from an engine rule)."""
-
-    hidden_states: list[int] | None  # trained hs[] indices; None when the convention is unknown
-    convention: str
-    num_aux: int  # K from the fc width when the weights say so
-    num_aux_source: str
-    fc_norm: bool  # per-chunk norms exist in the weights (or, without weights, the config asks for them)
-    norm_before_fc: bool  # input_norm exists
-    norm_output: bool
-    norm_before_residual: bool
-    qk_norm_tensors: tuple[str, ...]
-    attention: str
-    has_weights: bool
-    num_layers: int = 1  # draft layers present in the weights
-    wrappers: tuple[str, ...] = ()  # outer prefixes the tensor names carry ("model.", ...)
-    legacy_norm_names: tuple[str, ...] = ()  # aux_norm_low/mid/high tensors (EAGLE3.1's first naming)
-    legacy_norm_flag: bool = False  # the config sets the legacy use_aux_norm flag
 
 
 def _fix(fixable: bool) -> str:
@@ -224,3 +207,45 @@ def disagreement(views: list[EngineView]) -> Finding | None:
         return None
     text = "; ".join(f"{rel} feeds hs{p}" for rel, p in picks.items())
     return finding("EC103", f"{text}: at most one of them matches the training", subject=IDS_KEY, actual=picks)
+
+
+# ------------------------------------------------------------------ the join: the truth against the views
+
+
+def target_model_type(spec: DraftSpec) -> str | None:
+    return spec.target.model_type or FAMILY_MODEL_TYPE.get(spec.target.family or "")
+
+
+def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
+    mt, n = target_model_type(spec), spec.target.num_hidden_layers
+    return [engine_view(r, spec.config.raw, target_model_type=mt, target_num_layers=n) for r in releases]
+
+
+def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[EngineView]) -> list[Finding]:
+    """One finding per difference between the truth and a selected release's view."""
+    truth = draft_truth(spec, tensor_names)
+    out = naming_findings(truth, chosen)
+    out += [f for view in chosen for f in release_findings(truth, view)]
+    if truth.hidden_states is None:
+        clash = disagreement(chosen)
+        if clash is not None:
+            out.append(clash)
+    return out
+
+
+def engines_json(spec: DraftSpec, releases: Iterable[Release] | None = None) -> dict[str, Any]:
+    """``aux_layers.engines``: one entry per engine name (its newest release), then one per release."""
+    chosen = list(releases) if releases is not None else resolve_engines("all")
+    out: dict[str, Any] = {}
+    for view in views(spec, [newest(e) for e in ENGINES]):
+        out[view.engine] = _entry(view)
+    for view in views(spec, chosen):
+        out[view.release] = _entry(view)
+    return out
+
+
+def _entry(view: EngineView) -> dict[str, Any]:
+    doc = asdict(view)
+    doc.pop("citations")
+    doc["citations"] = dict(view.citations)
+    return doc

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
 from eagle_convert.engines import engine_level_engine, resolve_engines
-from eagle_convert.errors import NothingToCheckError, UsageError
+from eagle_convert.errors import NothingToCheckError, UsageError, check_choice
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES
-from eagle_convert.verify.gate_join import gate_findings, views
+from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.static import STATIC_CHECKS, Context, map_names
 
@@ -138,8 +138,8 @@ def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None,
     subject = f.subject
     if subject and subject in ckpt.tensors:
         return ckpt.tensors[subject].shard, subject
-    if subject == "eagle_aux_hidden_state_layer_ids" and spec.aux.location == "eagle_config":
-        return "config.json", "/eagle_config/eagle_aux_hidden_state_layer_ids"
+    if subject == IDS_KEY and spec.aux.location == "eagle_config":
+        return "config.json", f"/eagle_config/{IDS_KEY}"
     if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
         return "config.json", "/" + subject.replace(".", "/")
     return None, subject
@@ -179,8 +179,7 @@ def verify_checkpoint(
     engine environment, how many tokens).
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
-    if level not in LEVELS:
-        raise UsageError(f"unknown level {level!r}; choose from {', '.join(LEVELS)}")
+    check_choice("level", level, LEVELS)
     if level in ("target", "engine") and target is None:
         raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
     if level == "engine":  # fail fast, before the probe runs, when there is no engine to run
@@ -196,8 +195,7 @@ def verify_checkpoint(
         )
     if prompts is not None and target is None:
         raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
-    if fail_level not in FAIL_LEVELS:
-        raise UsageError(f"unknown fail level {fail_level!r}; choose from {', '.join(FAIL_LEVELS)}")
+    check_choice("fail level", fail_level, FAIL_LEVELS)
     chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
     engines = tuple(dict.fromkeys(r.engine for r in releases))
     ckpt = open_source(path, token)
