@@ -16,7 +16,7 @@ from eagle_convert.read.hub_store import open_source
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.gate import engines_json, gate_findings, views
-from eagle_convert.verify.static import null_typed_fields
+from eagle_convert.verify.static_config import null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, __version__
 
 

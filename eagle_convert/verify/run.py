@@ -22,9 +22,9 @@ from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES
+from eagle_convert.verify.context import Context, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
-from eagle_convert.verify.static import STATIC_CHECKS, Context, map_names
 
 if TYPE_CHECKING:
     from eagle_convert.engine_level import EngineSettings
@@ -238,7 +238,7 @@ def verify_checkpoint(
             )
         )
     headers = ckpt.weight_format == "safetensors"
-    for rule_id, check in STATIC_CHECKS.items():
+    for rule_id, check in static_checks().items():
         if enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
             found += check(ctx)
     # One pass: the draft's tensors are read once (kept for the forward levels, streamed and dropped at tensors

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.reference.draft_reader import TensorReader
 from eagle_convert.rules.finding import Finding
+from eagle_convert.verify.context import Context, tensor_finding
 from eagle_convert.verify.report import TENSOR_VALUES
-from eagle_convert.verify.static import Context, tensor_finding
 
 if TYPE_CHECKING:
     from eagle_convert.reference.llama import SafetensorsWeights
