@@ -65,7 +65,7 @@ def _explain(r: Rule) -> None:
     sys.stdout.write(
         f"# {r.id} {r.name}\n\n{r.summary}\n\nseverity: {r.severity}\nlevel: {r.level}\nfixable: {fixable}\n"
         + (f"fix: {r.fix}\n" if r.fix else "")
-        + "\n"
+        + f"engines: {', '.join(r.engines)}\ndocs: {r.docs}\n\n"
     )
 
 
