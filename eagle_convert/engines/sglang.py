@@ -350,11 +350,11 @@ def _caveats(version: str) -> tuple[Behaviour, ...]:
             "in every build",
             _c(llama, "338-348 (the midlayer/layers.0 mapping)" if version != "0.5.16" else "310-314"),
         ),
-        # not yet located in the wheel: carried from the earlier rule text, listed with `engines` once cited
         Behaviour(
             "max-positions",
-            "refuses a draft whose max_position_embeddings is below the served context length",
-            _c("configs/model_config.py", "unlocated"),
+            "refuses (ValueError) a draft whose context length, from max_position_embeddings, is below the target's "
+            "unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (then the draft's is raised to the target's)",
+            _c("configs/model_config.py", "1291-1316" if version != "0.5.16" else "729-755"),
         ),
     )
 
@@ -396,7 +396,7 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         read_ids=_ids_reader(ids_cite),
         capture=capture,
         draft_class=_draft_router(version),
-        behaviours=(*behaviours, *(b for b in _caveats(version) if b.cite.lines != "unlocated")),
+        behaviours=(*behaviours, *_caveats(version)),
         newest=newest,
         target_model_class=_target_model_class(version),
         caveats=_caveats(version),

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.engines import engine_level_engine, resolve_engines
-from eagle_convert.errors import NothingToCheckError, UsageError, check_choice
+from eagle_convert.engines import Release, engine_level_engine, resolve_engines
+from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError, check_choice
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
@@ -311,7 +311,7 @@ def _target_weights(target_cfg: TargetConfig | None) -> SafetensorsWeights | Non
 
     try:
         return SafetensorsWeights(directory, fp8.block_size(target_cfg.quantization_config))
-    except Exception:  # noqa: BLE001 - unreadable weights skip EC605; the target level says why it cannot run
+    except EagleConvertError:  # unreadable weights skip EC605; the target level says why it cannot run
         return None
 
 
@@ -323,13 +323,12 @@ def _forward_levels(
     target_weights: SafetensorsWeights | None,
     depth: int,
     enabled: Callable[[str], bool],
-    releases: Any,
+    releases: list[Release],
     engine_settings: EngineSettings | None,
     options: ForwardOptions,
 ) -> tuple[list[Finding], ProbeReport | None, dict[str, Any] | None]:
     """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
     reference target: (findings, the probe report, the engine run)."""
-    from eagle_convert.errors import EagleConvertError
     from eagle_convert.probe.run import LoadedDraft, load_draft
     from eagle_convert.probe.target import Target
     from eagle_convert.reference import compute
