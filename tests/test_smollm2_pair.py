@@ -116,7 +116,8 @@ def test_acceptance_length_matches_a_step_by_step_draft_verify_cycle(pair: tuple
     prefix (its chain run on tokens up to the current position), the target's greedy text decides what is accepted,
     and decoding continues after the accepted tokens and the target's own token."""
     target_dir, draft_dir = pair
-    target, _, cfg, weights, embed = probe._pair(draft_dir, target_dir, CPU_FLOAT32)
+    draft, target = probe.open_pair(draft_dir, target_dir, CPU_FLOAT32)
+    cfg, weights, embed = draft.cfg, draft.weights, draft.embedding(target)
     prompts = prompt_pool(target_dir, target.vocab_size)[:ROUND]
     chunks = probe_target.generated(target, prompts[:2], "greedy", TRUE, None)  # two of the default probe's texts
     reading = probe.Reading("configured", tuple(TRUE), False)
@@ -144,7 +145,8 @@ def test_engine_run_prediction_counts_cycles_as_a_literal_decode_loop(pair: tupl
     (the last cycle still verifies its whole chain, past the limit), whatever the end-of-sequence token (the engine
     level ignores it)."""
     target_dir, draft_dir = pair
-    target, _, cfg, weights, embed = probe._pair(draft_dir, target_dir, CPU_FLOAT32)
+    draft, target = probe.open_pair(draft_dir, target_dir, CPU_FLOAT32)
+    cfg, weights, embed = draft.cfg, draft.weights, draft.embedding(target)
     prompts = prompt_pool(target_dir, target.vocab_size)[:3]
     steps, new_tokens = 3, 40
     text = probe_target.generated(target, prompts, "greedy", TRUE, None, new_tokens + 16, ignore_eos=True)

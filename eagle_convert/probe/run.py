@@ -451,12 +451,3 @@ def predict_engine_run_on(
     run = Cycles(torch.tensor(cycles, dtype=torch.int64), steps)
     outputs = [c.ids[len(p) : len(p) + new_tokens].tolist() for p, c in zip(prompts, chunks, strict=True)]
     return EngineRunPrediction(round(run.acceptance_length, 4), run.rates(), len(cycles), outputs)
-
-
-def _pair(
-    draft_dir: str | Path, target_dir: str | Path, compute: Compute
-) -> tuple[Target, DraftSpec, eagle3_draft.Eagle3Config, eagle3_draft.DraftWeights, torch.Tensor | None]:
-    """(target, spec, config, weights, the embedding the draft borrows from the target or None), as the tests
-    take them apart."""
-    draft, target = open_pair(draft_dir, target_dir, compute)
-    return target, draft.spec, draft.cfg, draft.weights, draft.embedding(target)
