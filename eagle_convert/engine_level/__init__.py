@@ -25,7 +25,9 @@ from eagle_convert.engine_level.base import (
     engine_python,
     scratch_dir,
 )
+from eagle_convert.read.config import IDS_KEY
 from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
 
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
     from eagle_convert.draft.detect import DraftSpec
@@ -203,13 +205,12 @@ def engine_findings(
     trained, fed = _trained(spec, probe), run["hidden_states"]
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
         out.append(
-            Finding(
+            finding(
                 "EC721",
-                "error",
                 f"{run['engine']} {run['version']} fed the draft the target's hs{fed}, but its weights were trained "
                 f"on hs{trained}: the engine reads this config differently from the trainer",
-                "config.json",
-                "/eagle_aux_hidden_state_layer_ids",
+                file="config.json",
+                pointer=f"/{IDS_KEY}",
                 expected=trained,
                 actual=fed,
             )
@@ -226,14 +227,11 @@ def engine_findings(
         and enabled("EC722")
     ):
         out.append(
-            Finding(
+            finding(
                 "EC722",
-                "warning",
                 f"{run['engine']} measured a mean acceptance length of {measured:.2f} over {run['drafts']} drafts; the "
                 f"probe predicts {predicted:.2f} for the configured reading {where}: the engine runs the draft "
                 "differently from the reference",
-                None,
-                None,
                 expected=predicted,
                 actual=measured,
             )
@@ -242,13 +240,10 @@ def engine_findings(
     if changed and enabled("EC723"):
         first = ", ".join(f"prompt {i} at new token {t}" for i, t in changed[:3])
         out.append(
-            Finding(
+            finding(
                 "EC723",
-                "warning",
                 f"{run['engine']} {run['version']} with the draft generated other greedy text than the target alone on "
                 f"{len(changed)} of {len(observation.outputs)} prompts (first difference: {first})",
-                None,
-                None,
                 expected=len(observation.outputs),
                 actual=len(observation.outputs) - len(changed),
             )

@@ -36,7 +36,7 @@ from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import FAMILIES, IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import RULES
+from eagle_convert.rules.registry import RULES, finding
 from eagle_convert.version import SCHEMA_VERSION, __version__
 
 # The engines each profile is written for (the output must select the trained hidden states in each).
@@ -333,11 +333,11 @@ def _normalize_pickle(
         shutil.rmtree(staging, ignore_errors=True)
     report.source = str(src)
     report.findings.append(
-        Finding(
+        finding(
             "EC003",
-            "info",
             f"pickle weights {list(ckpt.pickle_files)} were loaded with "
             "torch's weights-only loader and written as safetensors",
+            severity="info",
         )
     )
     return report
@@ -391,9 +391,8 @@ def _resolve(
                 else "the target's N is unknown (pass --target)"
             )
             findings.append(
-                Finding(
+                finding(
                     "EC102",
-                    "warning",
                     f"no aux-layer ids written: {why}; the default capture hs[2], hs[N//2], hs[N-3] stays in force",
                     subject=IDS_KEY,
                 )

@@ -32,6 +32,7 @@ from eagle_convert.probe.stats import Cycles, Paired, compare, sign_test, simula
 from eagle_convert.probe.target import Chunk, Progress, Target, Ticker, generated, teacher_forced
 from eagle_convert.probe.text import NEW_TOKENS, ROUND, check_text, prompt_pool
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
+from eagle_convert.read.config import default_hidden_states
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.reference.draft_reader import TensorReader
@@ -116,7 +117,7 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
     if configured is None and spec.aux.ids:  # ambiguous: measure both readings of the ids
         configured, name = sorted(set(spec.aux.ids)), "ids as input-to"
     if configured is None:
-        configured = sorted({2, num_layers // 2, num_layers - 3})
+        configured = default_hidden_states(num_layers)
         name = "engine defaults"
     norm_output = spec.flags.norm_output.value
     out = [Reading(name, tuple(configured), norm_output)]

@@ -16,6 +16,7 @@ from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, S
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.safetensors_header import SafetensorsHeader, TensorInfo, read_header
 from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
@@ -163,7 +164,7 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
     config = _read_config(store, CONFIG_NAME)
     index_name, headers, tensors, notes = _read_weights(store, path, safetensors, indexes)
     if headers and pickles:
-        notes.append(Finding("EC003", "info", f"pickle files {list(pickles)} ignored: safetensors present"))
+        notes.append(finding("EC003", f"pickle files {list(pickles)} ignored: safetensors present", severity="info"))
     return Checkpoint(
         path,
         path,
@@ -188,11 +189,11 @@ def _read_weights(
     if indexes:
         index_name = INDEX_NAME if INDEX_NAME in indexes else indexes[0]
         if len(indexes) > 1:
-            notes.append(Finding("EC014", "warning", f"several index files; read {index_name}"))
+            notes.append(finding("EC014", f"several index files; read {index_name}"))
         headers, tensors = _read_sharded(store, index_name)
         named = {h.path.name for h in headers}
         notes.extend(
-            Finding("EC014", "warning", f"{name} is not named by {index_name}; engines that follow the index skip it")
+            finding("EC014", f"{name} is not named by {index_name}; engines that follow the index skip it")
             for name in safetensors
             if name not in named
         )
@@ -201,10 +202,10 @@ def _read_weights(
         tensors = _tensor_map(headers, path)
         if len(headers) > 1:
             notes.append(
-                Finding(
+                finding(
                     "EC014",
-                    "info",
                     f"{len(headers)} safetensors files and no index: all were read as shards, as the engines do",
+                    severity="info",
                 )
             )
     return index_name, headers, dict(tensors), notes

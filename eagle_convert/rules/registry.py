@@ -642,6 +642,8 @@ def finding(
     message: str,
     *,
     severity: str | None = None,
+    file: str | None = None,
+    pointer: str | None = None,
     subject: str | None = None,
     expected: Any = None,
     actual: Any = None,
@@ -649,6 +651,4 @@ def finding(
 ) -> Finding:
     """A finding for a registered rule; its severity defaults to the rule's."""
     rule = RULES[rule_id]
-    return Finding(
-        rule.id, severity or rule.severity, message, expected=expected, actual=actual, subject=subject, engine=engine
-    )
+    return Finding(rule.id, severity or rule.severity, message, file, pointer, expected, actual, subject, engine)

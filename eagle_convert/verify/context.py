@@ -18,7 +18,7 @@ from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import RULES
+from eagle_convert.rules.registry import finding
 
 CONFIG = "config.json"
 
@@ -68,6 +68,11 @@ def map_names(ckpt: Checkpoint, spec: DraftSpec) -> tuple[dict[str, str], list[s
     return canonical, unplaced
 
 
+def config_pointer(key: str) -> str:
+    """The JSON pointer of a dotted config key: ``eagle_config.norm_before_fc`` -> ``/eagle_config/norm_before_fc``."""
+    return "/" + key.replace(".", "/")
+
+
 def cfg_finding(
     rule_id: str,
     message: str,
@@ -77,8 +82,8 @@ def cfg_finding(
     actual: Any = None,
     severity: str | None = None,
 ) -> Finding:
-    pointer = "/" + key.replace(".", "/") if key else None
-    return Finding(rule_id, severity or RULES[rule_id].severity, message, CONFIG, pointer, expected, actual)
+    pointer = config_pointer(key) if key else None
+    return finding(rule_id, message, severity=severity, file=CONFIG, pointer=pointer, expected=expected, actual=actual)
 
 
 def tensor_finding(
@@ -93,9 +98,8 @@ def tensor_finding(
 ) -> Finding:
     stored = ctx.canonical.get(name, name)
     info = ctx.ckpt.tensors.get(stored)
-    return Finding(
-        rule_id, severity or RULES[rule_id].severity, message, info.shard if info else None, stored, expected, actual
-    )
+    shard = info.shard if info else None
+    return finding(rule_id, message, severity=severity, file=shard, pointer=stored, expected=expected, actual=actual)
 
 
 Check = Callable[[Context], list[Finding]]

@@ -15,9 +15,11 @@ from eagle_convert.probe.run import MIN_POSITIONS, LoadedDraft, ProbeRow, load_d
 from eagle_convert.probe.target import Progress, Target, nearest_boundaries, relative_error
 from eagle_convert.probe.text import read_prompts
 from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.read.config import IDS_KEY
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
 
 LOW_AGREEMENT = 0.05
 
@@ -47,12 +49,12 @@ def forward_findings(
         finite, what = forward_chain(draft, compute=compute)
     except EagleConvertError as exc:
         return (
-            [Finding("EC702", "error", f"the reference forward cannot run this draft: {exc.message}", None, None)]
+            [finding("EC702", f"the reference forward cannot run this draft: {exc.message}")]
             if enabled("EC702")
             else []
         )
     if not finite and enabled("EC701"):
-        return [Finding("EC701", "error", f"the draft's forward pass ({what}) produced NaN or Inf", None, None)]
+        return [finding("EC701", f"the draft's forward pass ({what}) produced NaN or Inf")]
     return []
 
 
@@ -63,27 +65,25 @@ def saved_state_findings(
     result = saved_states(target, path)
     found = sorted({m.boundary for m in result.matches if m.boundary is not None})
     configured = spec.aux.hidden_state_indices
-    pointer = "/eagle_aux_hidden_state_layer_ids"
+    pointer = f"/{IDS_KEY}"
     if configured is not None and found != sorted(configured) and enabled("EC714"):
         return [
-            Finding(
+            finding(
                 "EC714",
-                "error",
                 f"the saved hidden states are hs{found}, but the config selects hs{configured}",
-                path.name,
-                pointer,
+                file=path.name,
+                pointer=pointer,
                 expected=found,
                 actual=configured,
             )
         ], result
     if enabled("EC715"):
         return [
-            Finding(
+            finding(
                 "EC715",
-                "info",
                 f"the saved hidden states are hs{found} (relative errors {[m.relative_error for m in result.matches]})",
-                path.name,
-                pointer,
+                file=path.name,
+                pointer=pointer,
                 actual=found,
             )
         ], result
@@ -116,28 +116,27 @@ def probe_findings(
         )
     except EagleConvertError as exc:
         return (
-            [Finding("EC702", "error", f"the probe cannot run this draft with this target: {exc.message}", None, None)]
+            [finding("EC702", f"the probe cannot run this draft with this target: {exc.message}")]
             if enabled("EC702")
             else []
         ), None
     spec = draft.spec
     out: list[Finding] = []
     configured = result.row(result.configured)
-    pointer = "/eagle_aux_hidden_state_layer_ids"
+    pointer = f"/{IDS_KEY}"
     if result.best != result.configured:
         best = result.row(result.best)
         rule = "EC713" if spec.aux.convention == "ambiguous" else "EC711"
         if enabled(rule):
             out.append(
-                Finding(
+                finding(
                     rule,
-                    "info" if rule == "EC713" else "error",
                     f"the draft matches the target's next token {best.top1:.1%} of the time when it reads "
                     f"{best.reading} (hs{best.hidden_states}, norm_output {best.norm_output}) but "
                     f"{configured.top1:.1%} as configured (hs{configured.hidden_states}); {_versus(best)}: the "
                     "config does not describe how the draft was trained",
-                    "config.json",
-                    pointer,
+                    file="config.json",
+                    pointer=pointer,
                     expected={"hidden_states": best.hidden_states, "norm_output": best.norm_output},
                     actual={"hidden_states": configured.hidden_states, "norm_output": configured.norm_output},
                 )
@@ -147,28 +146,24 @@ def probe_findings(
         settled = all(r.verdict in ("worse", "no better") for r in other)
         needed = max((r.positions_needed or 0 for r in other), default=0)
         out.append(
-            Finding(
+            finding(
                 "EC713",
-                "info",
                 f"the ambiguous ids read best as {configured.reading} (hs{configured.hidden_states}, top-1 "
                 f"{configured.top1:.1%}); " + "; ".join(f"{r.reading}: {_versus(r)}" for r in other)
                 if settled
                 else f"the probe cannot tell the readings of the ambiguous ids apart over {result.positions} "
                 f"positions (inconclusive; about {needed} positions would settle it)",
-                "config.json",
-                pointer,
+                file="config.json",
+                pointer=pointer,
             )
         )
     if all(r.top1 < LOW_AGREEMENT for r in result.rows) and enabled("EC712"):
         out.append(
-            Finding(
+            finding(
                 "EC712",
-                "warning",
                 f"the draft's first token matches the target's greedy token "
                 f"{configured.top1:.1%} of the time over {result.positions} positions: untrained "
                 "weights, or the wrong target",
-                None,
-                None,
                 actual=configured.top1,
             )
         )
@@ -181,14 +176,11 @@ def probe_findings(
         oracle = oracle_on(target, sequence)
         if oracle.max_relative_error > 1e-3 and enabled("EC716"):
             out.append(
-                Finding(
+                finding(
                     "EC716",
-                    "error",
                     f"the reference target differs from transformers by "
                     f"{oracle.max_relative_error:.2e} (relative): the probe's "
                     "numbers cannot be trusted for this model",
-                    None,
-                    None,
                 )
             )
     return out, ProbeReport(result, saved, oracle)

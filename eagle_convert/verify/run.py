@@ -21,8 +21,8 @@ from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
-from eagle_convert.rules.registry import LEVELS, RULES
-from eagle_convert.verify.context import Context, map_names, static_checks
+from eagle_convert.rules.registry import LEVELS, RULES, finding
+from eagle_convert.verify.context import CONFIG, Context, config_pointer, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 
@@ -139,9 +139,9 @@ def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None,
     if subject and subject in ckpt.tensors:
         return ckpt.tensors[subject].shard, subject
     if subject == IDS_KEY and spec.aux.location == "eagle_config":
-        return "config.json", f"/eagle_config/{IDS_KEY}"
+        return CONFIG, config_pointer(f"eagle_config.{IDS_KEY}")
     if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
-        return "config.json", "/" + subject.replace(".", "/")
+        return CONFIG, config_pointer(subject)
     return None, subject
 
 
@@ -228,13 +228,11 @@ def verify_checkpoint(
         found.append(replace(f, file=file, pointer=pointer))
     if ckpt.weight_format == "pickle":
         found.append(
-            Finding(
+            finding(
                 "EC003",
-                "warning",
                 f"weights are pickle ({', '.join(ckpt.pickle_files)}): tensors "
                 "were not checked; convert with `eagle-convert normalize --allow-pickle`",
-                ckpt.pickle_files[0],
-                None,
+                file=ckpt.pickle_files[0],
             )
         )
     headers = ckpt.weight_format == "safetensors"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.read.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
 from eagle_convert.verify.context import Context, cfg_finding, check, tensor_finding
 
 # ---- architecture and engine acceptance ----------------------------------------------------------------------------
@@ -48,14 +49,13 @@ def _layer_prefix(ctx: Context) -> list[Finding]:
     if not caveats or "layers." not in prefix:
         return []
     return [
-        Finding(
+        finding(
             "EC015",
-            "warning",
             f"decoder layer stored as {prefix}*: " + "; ".join(caveats),
-            ctx.ckpt.shards[0].name if ctx.ckpt.shards else None,
-            prefix,
-            "midlayer.",
-            prefix,
+            file=ctx.ckpt.shards[0].name if ctx.ckpt.shards else None,
+            pointer=prefix,
+            expected="midlayer.",
+            actual=prefix,
         )
     ]
 
@@ -169,14 +169,11 @@ def _missing(ctx: Context) -> list[Finding]:
         if exp.required and name not in ctx.canonical and name not in _OWN_RULE:
             consequence = f"{ctx.releases()} leave the parameter at its random initialisation (or fail to load)"
             out.append(
-                Finding(
+                finding(
                     "EC301",
-                    "error",
                     f"{name} is missing ({exp.why}): {consequence}",
-                    None,
-                    name,
-                    list(exp.shape) if exp.shape else None,
-                    None,
+                    pointer=name,
+                    expected=list(exp.shape) if exp.shape else None,
                 )
             )
     return out
