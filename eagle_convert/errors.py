@@ -97,3 +97,30 @@ class NothingToCheckError(EagleConvertError):
 
     exit_code = EXIT_NOTHING_TO_CHECK
     default_hint = "point at a draft checkpoint directory (config.json plus *.safetensors)"
+
+
+REFERENCE_INSTALL = "pip install 'eagle-convert[reference]'"
+
+
+class ExtraMissing(UsageError):
+    """A feature needs an optional dependency the core install lacks (exit 2); the message names the install line."""
+
+    default_hint = (
+        "the core install reads configs and safetensors headers only; the reference extra adds torch and numpy "
+        "(install torch first from https://download.pytorch.org/whl/cpu for the small CPU build)"
+    )
+
+
+def require_torch(feature: str) -> None:
+    """Raise :class:`ExtraMissing` naming ``feature`` and the install line when torch cannot be imported here.
+
+    Checked before the work starts, so a run without torch stops at once with one line instead of an ImportError
+    deep inside the reference models."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # an import hook that refuses torch, or a broken half-installed one
+        found = False
+    if not found:
+        raise ExtraMissing(f"{feature} needs torch, which is not installed: {REFERENCE_INSTALL}")

@@ -9,11 +9,11 @@ from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
-from eagle_convert.engines import resolve_engines
+from eagle_convert.engines import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
-from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.gate import engines_json, gate_findings, views
 from eagle_convert.verify.static_config import null_typed_fields
@@ -35,9 +35,15 @@ class InspectReport:
     spec: DraftSpec
     groups: list[TensorGroup]
     findings: list[Finding]
+    engines: tuple[str, ...] = ()  # the releases the gate findings were checked against (--engine), in order
+
+    def summary(self) -> dict[str, int]:
+        """Findings by severity, as verify's summary counts them."""
+        counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+        return {"errors": counts["error"], "warnings": counts["warning"], "infos": counts["info"]}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract, validated by schemas/inspect-report.schema.json."""
+        """The JSON contract, validated by eagle_convert/schemas/inspect-report.schema.json."""
         spec, ckpt = self.spec, self.checkpoint
         aux = spec.aux
         return {
@@ -99,6 +105,8 @@ class InspectReport:
                 ],
             },
             "findings": [{**f.inspect_json(), **fix_fields(f.rule_id)} for f in self.findings],
+            "engines": list(self.engines),
+            "summary": self.summary(),
         }
 
 
@@ -134,7 +142,7 @@ def inspect_checkpoint(
     target: str | Path | TargetConfig | None = None,
     aux_convention: str | None = None,
     token: str | None = None,
-    engine: str = "both",
+    engine: str = DEFAULT_ENGINES,
 ) -> InspectReport:
     """Open ``path`` (a directory, file or Hub repo id; headers only), detect its format and return the report.
 
@@ -159,4 +167,6 @@ def inspect_checkpoint(
         for key in null_typed_fields(ckpt.config or {})
     ]
     gate = gate_findings(spec, ckpt.tensors, views(spec, releases))
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate)
+    return InspectReport(
+        str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate, tuple(r.name for r in releases)
+    )

@@ -11,6 +11,48 @@ import pytest
 from fixtures.generate import generate_all
 
 ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "eagle_convert" / "schemas"  # package data: the wheel ships them (tests/test_install.py)
+
+
+# ---- progress of long tests: a line when a slow test starts, and one a minute while any test runs long ------------
+
+HEARTBEAT_S = 60.0  # a test still running after this long says so, and again every HEARTBEAT_S
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Unless -q: a slow test announces itself, and any test that runs past HEARTBEAT_S prints how long it has run
+    (the suite's long silences were minutes), then its time when it ends."""
+    import threading
+    import time
+    from contextlib import nullcontext
+
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or item.config.get_verbosity() < 0:
+        yield
+        return
+    start, done = time.monotonic(), threading.Event()
+    if item.get_closest_marker("slow") is not None:
+        reporter.write_line(f"slow test started: {item.nodeid}")
+
+    capture = item.config.pluginmanager.get_plugin("capturemanager")
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            minutes, seconds = divmod(int(time.monotonic() - start), 60)
+            with capture.global_and_fixture_disabled() if capture else nullcontext():  # past the output capture
+                reporter.write_line(f"  ... {item.nodeid} still running ({minutes}:{seconds:02d})")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        elapsed = time.monotonic() - start
+        if elapsed >= HEARTBEAT_S or item.get_closest_marker("slow") is not None:
+            reporter.write_line(f"  {item.nodeid} took {elapsed:.0f} s")
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from fixtures.generate import MALFORMED
-from tests.conftest import ROOT, run_cli, run_cli_without_torch
+from tests.conftest import ROOT, SCHEMAS, run_cli, run_cli_without_torch
 
-VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
-ERROR_VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "error.schema.json").read_text()))
+VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "inspect-report.schema.json").read_text()))
+ERROR_VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "error.schema.json").read_text()))
 
 
 def test_inspect_json_is_one_object_valid_against_the_schema(fx: Path) -> None:

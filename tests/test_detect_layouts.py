@@ -13,7 +13,8 @@ from eagle_convert.verify.run import verify_checkpoint
 from fixtures.layouts import INPUT_TO_IDS, LAYOUTS, OUTPUT_OF_IDS
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text())
+SCHEMAS = ROOT / "eagle_convert" / "schemas"
+SCHEMA = json.loads((SCHEMAS / "inspect-report.schema.json").read_text())
 VALIDATOR = Draft202012Validator(SCHEMA)
 
 

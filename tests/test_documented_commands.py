@@ -36,6 +36,8 @@ SKIPPED = {
     "pip install torch --index-url https://download.pytorch.org": "downloads torch from download.pytorch.org; "
     "the test machines reach PyPI only",
     'pip install "eagle-convert @ git+': "run by test_the_documented_install_works (slow) from a local clone",
+    'pip install "eagle-convert[reference] @ git+': "pulls torch; tests/test_install.py installs the wheel with "
+    "[reference] and the CPU torch pin",
     "eagle-convert verify drafts/my-draft --target /models/target --level target": "the GPU runner's probe: "
     "needs CUDA and the target's weights at /models/target",
     "scripts/engine-env": "builds the engine environment; scripts/test runs it in CI (CI=true) before the suite",

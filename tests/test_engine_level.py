@@ -20,7 +20,7 @@ from eagle_convert.engine_level import base
 from eagle_convert.engine_level.base import EngineNotInstalledError, acceptance, engine_python
 from eagle_convert.engines import engine_view, release_for_installed
 from eagle_convert.rules.registry import RULES
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SCHEMAS, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
 
@@ -124,8 +124,9 @@ def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pyte
 
 
 def test_engine_rules_run_at_the_engine_level() -> None:
-    assert RULES["EC721"].level == RULES["EC722"].level == RULES["EC723"].level == "engine"
-    assert list(RULES)[-3:] == ["EC721", "EC722", "EC723"]  # new ids are appended, never inserted
+    engine_rules = [r for r in RULES if r.startswith("EC72")]
+    assert engine_rules == ["EC721", "EC722", "EC723", "EC724", "EC725"]
+    assert {RULES[r].level for r in engine_rules} == {"engine"}
 
 
 # ------------------------------------------------------------------------------------------------ the real engine
@@ -288,7 +289,7 @@ def test_verify_level_engine_catches_the_shipped_specforge_config(tmp_path: Path
     r = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
-    schema = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((SCHEMAS / "verify-report.schema.json").read_text(encoding="utf-8"))
     jsonschema.validate(doc, schema)
     run = doc["engine_run"]
     assert (run["engine"], run["version"], run["runner"]) == ("vllm", "0.32.0", "v1")

@@ -23,6 +23,7 @@ IDS = "eagle_aux_hidden_state_layer_ids"
 TARGETS: list[tuple[str, str | None, int | None]] = [
     ("deepseek-v2-lite", "deepseek_v2", 27),
     ("deepseek", "deepseek_v3", 61),
+    ("kimi_k3", None, None),  # Kimi-K3: no target class modelled (TorchSpec's vLLM recipe)
     ("kimi_k25", "kimi_k25", 61),
     ("kimi-k25", "kimi_k25", 61),
     ("kimi", "kimi_k2", 61),
@@ -30,10 +31,13 @@ TARGETS: list[tuple[str, str | None, int | None]] = [
     ("gemma3-27b", "gemma3_text", 62),
     ("gemma4", "gemma4_text", None),
     ("glm4-flash", "glm4_moe_lite", None),
+    ("glm4_moe", "glm4_moe", 46),  # TorchSpec's GLM-4-MoE draft: hidden 4096 and vocab 151552 are GLM-4.5-Air's
+    ("smolvlm", "llama", 30),  # SmolVLM-256M: an Idefics3 VLM whose text_config is a 30-layer Llama
     ("gpt-oss-120b", "gpt_oss", 36),
     ("gpt-oss-20b", "gpt_oss", 24),
     ("ling-flash", "bailing_moe", 32),
     ("llama3-70b", "llama", 80),
+    ("llama33_70b", "llama", 80),  # Llama-3.3-70B (speculators research onlineEagle3)
     ("llama4-scout", "llama4_text", 48),
     ("llama3", "llama", 32),
     ("llama", "llama", 32),
@@ -169,8 +173,9 @@ def vllm_ids_v2(raw: dict[str, Any]) -> list[int] | None:
     return list(layer_ids) if layer_ids and isinstance(layer_ids, list) else None
 
 
-V1_UNDER_0_28 = {
+V1_UNDER_0_28 = {  # MoE targets not on the default-V2 list (VL 0.28 config/vllm.py:691-712, :69-78)
     "deepseek_v3",
+    "glm4_moe",
     "kimi_k2",
     "kimi_k25",
     "qwen3_moe",
@@ -186,7 +191,16 @@ V1_UNDER_0_28 = {
 }
 
 
+# Target classes without SupportsEagle3 in 0.33 and 0.28 (VL/model_executor/models/gemma3.py:367,
+# glm4_moe.py:534, glm4_moe_lite.py:543-545, longcat_flash.py:551, step3p5.py:848 in 0.33): start-up raises
+# RuntimeError("Model does not support EAGLE3 interface") (VL/v1/worker/gpu_model_runner.py:5173-5177), nothing
+# is captured.
+VLLM_WITHOUT_EAGLE3 = {"gemma3_text", "glm4_moe", "glm4_moe_lite", "longcat_flash", "step3p5"}
+
+
 def vllm_capture(release: str, raw: dict[str, Any], mt: str | None, n: int | None) -> list[int] | None:
+    if mt in VLLM_WITHOUT_EAGLE3:
+        return None
     if release == "vllm@0.28":
         if mt is None or mt == "step3p5":
             return None

@@ -32,7 +32,7 @@ from eagle_convert.read.safetensors_header import DTYPE_BITS, read_header, tenso
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
-from tests.conftest import ROOT
+from tests.conftest import SCHEMAS as SCHEMA_DIR
 
 EXAMPLES = int(os.environ.get("EAGLE_CONVERT_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -123,7 +123,7 @@ def _fresh(base: Path, tmp: Path, name: str) -> Path:
 
 
 SCHEMAS = {
-    name: Draft202012Validator(json.loads((ROOT / "schemas" / f"{name}-report.schema.json").read_text()))
+    name: Draft202012Validator(json.loads((SCHEMA_DIR / f"{name}-report.schema.json").read_text()))
     for name in ("inspect", "verify", "normalize")
 }
 

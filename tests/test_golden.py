@@ -102,9 +102,41 @@ def test_human_output_matches_the_golden_file(
         )
 
 
+# golden file name -> console width: the acceptance probe's table (fixtures/probe_result.py) as verify prints it
+PROBE_TABLES = {"probe-table-80": 80, "probe-table-200": 200}
+
+
+@pytest.mark.parametrize("name", sorted(PROBE_TABLES))
+def test_probe_table_matches_the_golden_file(name: str) -> None:
+    """The probe table at a narrow and a wide console: at 80 columns columns are left out, never the verdict."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from eagle_convert.render.probe_table import probe_table
+    from fixtures.probe_result import PROBE_RESULT
+
+    width = PROBE_TABLES[name]
+    out = StringIO()
+    Console(file=out, width=width, no_color=True, highlight=False).print(probe_table(PROBE_RESULT, width))
+    actual = (
+        f"probe table at {width} columns\n" + "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+    )
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get(UPDATE_ENV) == "1":
+        path.write_text(actual, encoding="utf-8")
+        return
+    if not path.exists():
+        pytest.fail(f"no golden file {path.relative_to(GOLDEN.parent.parent)}; create it with `{REGENERATE}`")
+    expected = path.read_text(encoding="utf-8")
+    if actual != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), path.name, "actual"))
+        pytest.fail(f"the probe table at {width} columns changed:\n{diff}\nif intended, regenerate with `{REGENERATE}`")
+
+
 def test_every_golden_file_has_a_case() -> None:
     """A golden file whose case was removed is stale: delete it (or regenerate all of them)."""
-    assert {p.stem for p in GOLDEN.glob("*.txt")} <= set(CASES)
+    assert {p.stem for p in GOLDEN.glob("*.txt")} <= set(CASES) | set(PROBE_TABLES)
 
 
 def test_the_golden_run_is_stable(

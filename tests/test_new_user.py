@@ -18,11 +18,11 @@ from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.render import console
 from eagle_convert.rules.registry import RULES
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SCHEMAS
 
-VERIFY_SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
-INSPECT_SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
-ERROR_SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "error.schema.json").read_text()))
+VERIFY_SCHEMA = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
+INSPECT_SCHEMA = Draft202012Validator(json.loads((SCHEMAS / "inspect-report.schema.json").read_text()))
+ERROR_SCHEMA = Draft202012Validator(json.loads((SCHEMAS / "error.schema.json").read_text()))
 PYTHON_LITERALS = re.compile(r"\b(True|False|None)\b")
 
 
@@ -54,7 +54,7 @@ def test_h_is_help_and_help_texts_are_whole(capsys: pytest.CaptureFixture[str]) 
     code, out, err = cli(capsys, "verify", "-h")
     assert code == 0 and err == ""
     text = " ".join(out.split())
-    assert "or both [both]." in text  # brackets were markup before: "in ."
+    assert "both (newest of each) or all; [tool.eagle-convert] engine" in text  # brackets were markup before
     assert "Lowest severity that fails [error]." in text
     assert "reports which target boundaries they are." in text  # was cut at 80 columns
     assert "<bool>" not in out and "╭" not in out
@@ -290,7 +290,11 @@ def test_a_mistyped_local_path_is_a_missing_path(
     ("settings", "said", "hint"),
     [
         ('fail_level = "warning"', "unknown key 'fail_level' in [tool.eagle-convert]", "did you mean 'fail-level'?"),
-        ('engine = "tensorrt"', "engine = 'tensorrt': unknown engine 'tensorrt'", "choose sglang, vllm, both, all"),
+        (
+            'engine = "tensorrt"',
+            "engine = 'tensorrt': unknown engine 'tensorrt'",
+            "choose sglang, vllm, both, deployed, all",
+        ),
         ('select = ["EC9"]', "select: no rule id starts with EC9", "eagle-convert rules"),
         ("ignore = 3", "ignore must be a list of rule ids", "write it like"),
     ],

@@ -19,9 +19,9 @@ from eagle_convert.normalize.plan import NormalizeRefused, normalize_checkpoint
 from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
-from tests.conftest import ROOT, run_cli
+from tests.conftest import SCHEMAS, run_cli
 
-VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "normalize-report.schema.json").read_text()))
+VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "normalize-report.schema.json").read_text()))
 CONVERTIBLE = sorted(
     n
     for n, lay in LAYOUTS.items()

@@ -20,9 +20,9 @@ from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS, TARGETS
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SCHEMAS, run_cli
 
-REPORT = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
+REPORT = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from eagle_convert.inspect_api import inspect_checkpoint
 from fixtures.real import REAL_CONFIGS, real_config_paths, write_real_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
-VALIDATOR = Draft202012Validator(json.loads((ROOT / "schemas" / "inspect-report.schema.json").read_text()))
+SCHEMAS = ROOT / "eagle_convert" / "schemas"
+VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "inspect-report.schema.json").read_text()))
 PATHS = real_config_paths()
 
 # What a careful reader of each annotated config concludes (SOURCES.md says where each came from).
@@ -63,6 +64,67 @@ EXPECTED: dict[str, dict[str, object]] = {
     "modelopt__TEMPLATE_llama_eagle_template_config.json": {"producer": "modelopt"},
     "modelopt__ARCH-DEFAULT_default_eagle_config.json": {"producer": "modelopt"},
     "specforge__pr256_kimi-k2-eagle3_mtp-derived.json": {"attention": "mla", "moe": False},
+    # Config shapes now in the field (issue 19), each expectation read off the producing trainer's code:
+    # the AngelSlim fork's trainer takes hidden_states[id + 1] for every id of aux_hidden_states_layer_ids
+    # (train/models/target/target_model_wrapper.py _extract_auxiliary_hidden_states, embed_offset = 1), so
+    # [1, 14, 26] trained hs[2, 15, 27], which the top-level ids [2, 15, 27] name read input-to.
+    "angelslim-fork__smolvlm-256m-eagle3_aux_hidden_states_layer_ids.json": {
+        "producer": "angelslim",
+        "convention": "input-to",
+        "ids": [2, 15, 27],
+        "hidden_states": [2, 15, 27],
+    },
+    # banded_mix_fc: 9 captured states, mixed into one stream per band (3) before an fc 3 x H wide (the fork's
+    # llama_eagle3.py num_fusion_streams), fc_norm and norm_output on (EAGLE3.1)
+    "angelslim-fork__smolvlm-256m-eagle3-banded-mix-fc-3.1.json": {
+        "producer": "angelslim",
+        "eagle_version": "eagle3.1",
+        "hidden_states": [3, 5, 9, 11, 16, 19, 21, 27, 29],
+        "num_aux": 3,
+        "rule": "EC016",
+    },
+    "angelslim-fork__smolvlm-256m-eagle3-progressive_3-layers.json": {
+        "hidden_states": [2, 15, 27],
+        "layers": 3,
+        "rule": "EC016",
+    },
+    "angelslim-fork__smolvlm-256m-eagle3-progressive-banded-mix-uninit_9-aux.json": {
+        "hidden_states": [3, 5, 9, 11, 16, 19, 21, 27, 29],
+        "layers": 3,
+        "rule": "EC016",
+    },
+    "angelslim-fork__smolvlm-256m-eagle3-progressive-banded-mix-L4_12-aux.json": {
+        "hidden_states": [3, 5, 7, 10, 12, 14, 17, 19, 21, 24, 27, 29],
+        "layers": 4,
+        "rule": "EC016",
+    },
+    # research/Eagle3Deepspeed model/llama_eagle3_full_grad.py:83-88: embed_tokens has target_vocab_size rows and
+    # lm_head vocab_size rows, so the draft vocabulary is vocab_size (32000) and the target's 128256
+    "speculators-research__Eagle3Deepspeed_llama3_8_B_target_vocab_size.json": {
+        "producer": "speculators",
+        "eagle_version": "eagle3",
+        "vocab_size": 128256,
+        "draft_vocab_size": 32000,
+        "rule": "EC017",
+    },
+    # the nested eagle3 block: concat_factor 3, fc_in_dim 24576 = 3 x 8192, fc_out_dim 8192
+    "speculators-research__onlineEagle3_llama33_70b_head_k3_nested-eagle3.json": {
+        "producer": "speculators",
+        "num_aux": 3,
+        "convention": "default",
+    },
+    "torchspec__ci_qwen3_8_27b_eagle3_draft_num_aux_only.json": {"num_aux": 3, "location": "absent"},
+    # TorchSpec's aux ids are output-of: its vLLM backend adds 1 before asking vLLM to capture
+    # (torchspec/inference/engine/vllm_engine.py, "post-layer semantics"); its GLM-4-MoE draft class is the Llama
+    # draft (GQA attention) with a DeepseekV3 MoE block when use_moe is set
+    "torchspec__glm4_moe_eagle3_Glm4MoeForCausalLMEagle3.json": {
+        "producer": "torchspec",
+        "attention": "mha",
+        "moe": True,
+        "hidden_states": [2, 22, 43],
+        "rule": "EC002",
+    },
+    "torchspec__kimi_k3_eagle3_mla.json": {"producer": "torchspec", "attention": "mla", "hidden_states": [2, 46, 90]},
 }
 
 
@@ -93,6 +155,11 @@ def test_real_config_inspects_without_crash(tmp_path: Path, config: Path) -> Non
         "location": doc["aux_layers"]["location"],
         "fc_norm": doc["flags"]["fc_norm"],
         "norm_output": doc["flags"]["norm_output"],
+        "hidden_states": doc["aux_layers"]["hidden_state_indices"],
+        "num_aux": doc["num_aux_hidden_states"],
+        "vocab_size": doc["vocab"]["vocab_size"],
+        "draft_vocab_size": doc["vocab"]["draft_vocab_size"],
+        "layers": doc["format"]["num_draft_layers"],
     }
     for key, value in expected.items():
         if key == "rule":

@@ -18,7 +18,8 @@ from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 
 ROOT = Path(__file__).resolve().parent.parent
-SARIF_SCHEMA = json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+SCHEMAS = ROOT / "eagle_convert" / "schemas"
+SARIF_SCHEMA = json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 SHA = hashlib.sha256(b"config").hexdigest()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -18,10 +19,10 @@ from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.layouts import LAYOUTS
-from tests.conftest import ROOT, run_cli, run_cli_without_torch
+from tests.conftest import ROOT, SCHEMAS, run_cli, run_cli_without_torch
 
-REPORT = Draft202012Validator(json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()))
-SARIF = Draft4Validator(json.loads((ROOT / "schemas" / "sarif-schema-2.1.0.json").read_text()))
+REPORT = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
+SARIF = Draft4Validator(json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text()))
 # Rules no broken checkpoint can show: verify refuses config-only input (exit 3), and EC005 is an info note.
 # The forward and target levels are covered by tests/test_probe.py and tests/test_trained_pair.py instead.
 NOT_IN_CORPUS = {"EC004", "EC005", "EC701", "EC702", "EC711", "EC712", "EC713", "EC714", "EC715", "EC716"}
@@ -109,7 +110,9 @@ def test_cli_exit_codes_and_report_contract(fx: Path, corpus: Path, tmp_path: Pa
     doc = json.loads(broken.stdout)
     REPORT.validate(doc)
     assert doc["status"] == "error" and doc["error"]["exit_code"] == 2
-    nothing = run_cli("verify", str(fx / "layouts" / "specforge-mha" / "config.json"))
+    (tmp_path / "config-only").mkdir()  # a file stands for its directory: a directory without weights
+    shutil.copy(fx / "layouts" / "specforge-mha" / "config.json", tmp_path / "config-only" / "config.json")
+    nothing = run_cli("verify", str(tmp_path / "config-only" / "config.json"))
     assert nothing.returncode == 3
     assert run_cli("verify", str(clean), "--select", "EC999").returncode == 2
 

@@ -53,8 +53,22 @@ def render_cli_markdown() -> str:
         "",
         "Exit codes: `0` ok, `1` findings at the failing level (`verify`), `2` bad input, usage or internal error, "
         "`3` nothing to check. Errors are one `Error:` line naming the file and the cause, "
-        "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback. `-h` is `--help` on "
-        "every command; output that is not a terminal is never wrapped (one line per row).",
+        "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback as well (the exit code "
+        "stays the same). `-h` is `--help` on every command; output that is not a terminal is never wrapped (one "
+        "line per row).",
+        "",
+        "## Options of every command",
+        "",
+        "Given before the command (`eagle-convert -q verify DIR`); `-q`, `-v` and `--color` are also options of "
+        "`inspect`, `normalize` and `verify` themselves (`eagle-convert verify DIR -q`).",
+        "",
+        "```",
+        f"eagle-convert {' '.join(root.collect_usage_pieces(typer.Context(root, info_name='eagle-convert')))}",
+        "```",
+        "",
+        "| parameter | value | default | meaning |",
+        "|---|---|---|---|",
+        *(_param_row(p) for p in root.params if p.name != "help"),
         "",
     ]
     ctx = typer.Context(root, info_name="eagle-convert")

@@ -27,6 +27,7 @@ def engines(
             "version": r.version,
             "runner": r.runner,
             "newest": r.newest,
+            "deployed": r.deployed,
             "summary": r.summary,
             "source": r.source,
             "installed_as": list(r.installed_as),
@@ -39,12 +40,14 @@ def engines(
         return
     console = stdout_console()
     if release is None:
-        table = Table(title=f"{len(docs)} modelled releases", title_justify="left")
-        for column in ("release", "runner", "summary", "source"):
+        title = f"{len(docs)} modelled releases (deployed: what --engine checks by default)"
+        table = Table(title=title, title_justify="left")
+        for column in ("release", "runner", "deployed", "summary", "source"):
             table.add_column(column, overflow="fold")
         for d in docs:
             name = str(d["release"]) + (" (newest)" if d["newest"] else "")
-            table.add_row(name, str(d["runner"] or ""), Text(str(d["summary"])), Text(str(d["source"])))
+            deployed = "yes" if d["deployed"] else "no"
+            table.add_row(name, str(d["runner"] or ""), deployed, Text(str(d["summary"])), Text(str(d["source"])))
         console.print(table)
         return
     for r in chosen:

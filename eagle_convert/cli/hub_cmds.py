@@ -8,8 +8,7 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.options import fail_level_option, level_option
-from eagle_convert.cli.verify_cmd import ENGINES_HELP
+from eagle_convert.cli.options import chosen_engines, engine_option, fail_level_option, level_option
 
 TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
 
@@ -42,7 +41,7 @@ def push(
     repo: str = typer.Argument(..., metavar="REPO", help="owner/name"),
     target: Path | None = typer.Option(None, "--target", metavar="PATH", help="Target model dir or config.json."),
     base_model: str | None = typer.Option(None, "--base-model", help="The target's Hub id, for the card's metadata."),
-    engine: str = typer.Option("both", "--engine", metavar="ENGINES", help=ENGINES_HELP),
+    engine: str | None = engine_option(),
     level: str = level_option("verify level that must pass."),
     fail_level: str = fail_level_option("Lowest severity that blocks."),
     strict: bool = typer.Option(False, "--strict", help="verify --strict."),
@@ -59,13 +58,14 @@ def push(
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
     from eagle_convert.hub.publish import push_checkpoint
     from eagle_convert.render.json_output import write_json
+    from eagle_convert.verify.run import load_settings
 
     report = push_checkpoint(
         directory,
         repo,
         target=target,
         base_model=base_model,
-        engine=engine,
+        engine=chosen_engines(engine, load_settings(Path.cwd())),
         level=level,
         fail_level=fail_level,
         strict=strict,

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import typer
 
-from eagle_convert.cli import engines_cmd, hub_cmds, inspect_cmd, normalize_cmd, rules_cmd, verify_cmd
+from eagle_convert.cli import (
+    engine_env_cmd,
+    engines_cmd,
+    formatting,
+    hub_cmds,
+    inspect_cmd,
+    normalize_cmd,
+    rules_cmd,
+    verify_cmd,
+)
+from eagle_convert.cli.options import COLOR_ENV, OUTPUT, color_option, quiet_option, verbose_option
 from eagle_convert.errors import EagleConvertError
 from eagle_convert.version import __version__
 
@@ -18,7 +29,8 @@ app = typer.Typer(
     name="eagle-convert",
     help="Inspect, normalize and verify EAGLE3 speculative-decoding draft checkpoints.",
     no_args_is_help=True,
-    add_completion=False,
+    cls=formatting.Group,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,  # plain help: brackets in help texts are text, and nothing is cut at 80 columns
@@ -34,7 +46,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "-V", "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    _quiet: bool = quiet_option(),
+    _verbose: bool = verbose_option(),
+    _color: str = color_option(),
 ) -> None:
     """Inspect, normalize and verify EAGLE3 speculative-decoding draft checkpoints."""
 
@@ -45,34 +62,69 @@ verify_cmd.register(app)
 rules_cmd.register(app)
 hub_cmds.register(app)
 engines_cmd.register(app)
+engine_env_cmd.register(app)
+
+# each command's line in `eagle-convert --help`, whole (typer would cut the docstring's first sentence at ~50 columns)
+SHORT_HELP = {
+    "inspect": "Tell what a draft checkpoint is (layout, flags, aux-layer ids, what each engine reads).",
+    "normalize": "Rewrite a draft into the canonical form every engine reads as it was trained.",
+    "verify": "The pre-deploy gate: every rule, a report for people or CI, and an exit code.",
+    "rules": "List every rule verify can report.",
+    "rule": "Explain one rule and how to fix its findings.",
+    "pull": "Download a draft from the Hub: only what it needs, sizes and sha256 checked.",
+    "push": "Publish a draft to the Hub only if it passes verify.",
+    "engines": "List the modelled engine releases (--engine) and the code each was read from.",
+    "engine-env": "Build or find the engine environment that --level engine runs in.",
+}
+formatting.apply(app, SHORT_HELP)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; typed errors and usage errors become `Error:`/`Hint:` lines on stderr and their exit code."""
+    """Run the CLI; typed errors and usage errors become `Error:`/`Hint:` lines on stderr and their exit code.
+
+    With EAGLE_CONVERT_DEBUG set, the traceback comes first; the exit code is the same as without it."""
+    OUTPUT.verbosity = 0
+    colors = {name: os.environ.get(name) for name in COLOR_ENV}  # --color changes them for this run only
+    try:
+        return _run(argv)
+    finally:
+        for name, value in colors.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         code = app(args=argv, prog_name="eagle-convert", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except EagleConvertError as exc:
-        if os.environ.get(DEBUG_ENV):
-            raise
+        _traceback()
         _render_error(exc.message, exc.hint)
         return exc.exit_code
     except typer.Abort:
         _render_error("aborted", None)
         return 1
-    except Exception as exc:
-        if os.environ.get(DEBUG_ENV):
-            raise
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything unexpected is one Error line and exit 2
         usage = _usage_error(exc)
         if usage is not None:
             return usage
+        _traceback()
         _render_error(
             f"internal error: {type(exc).__name__}: {exc}",
             f"this is a bug in eagle-convert; rerun with {DEBUG_ENV}=1 for the traceback and report it",
         )
         return EXIT_INTERNAL
     return code if isinstance(code, int) else 0
+
+
+def _traceback() -> None:
+    """With EAGLE_CONVERT_DEBUG set, the traceback of the exception being handled, on stderr."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
 
 
 def _render_error(message: str, hint: str | None) -> None:

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.options import aux_convention_option, device_option, dtype_option, family_option, profile_option
+from eagle_convert.cli.options import (
+    OUTPUT,
+    aux_convention_option,
+    color_option,
+    device_option,
+    dtype_option,
+    family_option,
+    profile_option,
+    quiet_option,
+    verbose_option,
+)
 from eagle_convert.errors import UsageError
 
 _UNITS = {
@@ -50,8 +60,8 @@ def normalize(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Write the plan/report as one JSON object (schemas/normalize-report.schema.json; on bad input "
-        "schemas/error.schema.json).",
+        help="Write the plan/report as one JSON object (eagle_convert/schemas/normalize-report.schema.json; on bad "
+        "input error.schema.json there).",
     ),
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Convert .bin/.pt weights with torch's weights-only loader."
@@ -77,6 +87,9 @@ def normalize(
     probe_positions: int = typer.Option(
         4096, "--probe-positions", min=16, help="--aux-convention auto: positions to score at least (as verify)."
     ),
+    _quiet: bool = quiet_option(),
+    _verbose: bool = verbose_option(),
+    _color: str = color_option(),
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
     from eagle_convert.normalize.plan import normalize_checkpoint
@@ -87,7 +100,7 @@ def normalize(
     limit = parse_size(max_shard_size) if max_shard_size else None
     with (
         json_errors(as_json, "normalize", src),
-        progress_bar(enabled=not as_json and not dry_run, label="writing") as advance,
+        progress_bar(enabled=not as_json and not dry_run and not OUTPUT.quiet, label="writing") as advance,
     ):
         report = normalize_checkpoint(
             src,
@@ -101,6 +114,7 @@ def normalize(
             force=force,
             max_shard_size=limit,
             progress=advance,
+            progress_total=advance.total if advance is not None else None,
             device=device,
             dtype=dtype,
             probe={
@@ -112,7 +126,7 @@ def normalize(
     if as_json:
         write_json(report.to_dict())
     else:
-        render_normalize(report, stdout_console())
+        render_normalize(report, stdout_console(), verbosity=OUTPUT.verbosity)
 
 
 def register(app: typer.Typer) -> None:

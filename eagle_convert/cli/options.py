@@ -8,7 +8,9 @@ of the library's ``reference/compute.py``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -36,6 +38,10 @@ class OneOf:
     def metavar(self) -> str:
         return "[" + "|".join(self.choices) + "]"
 
+    def complete(self, incomplete: str) -> list[str]:
+        """Shell completion (``--install-completion``): the values that start with what was typed."""
+        return [c for c in self.choices if c.startswith(incomplete)]
+
     def validate(self, value: str | None) -> str | None:
         if value is None:
             return None
@@ -52,7 +58,15 @@ class OneOf:
 def choice(choices: Sequence[str], default: str | None, *names: str, help: str, **kwargs: Any) -> Any:
     """A ``typer.Option`` taking one of ``choices`` (the parameter is annotated ``str``, or ``str | None``)."""
     one_of = kwargs.pop("one_of", None) or OneOf(choices)
-    return typer.Option(default, *names, metavar=one_of.metavar, callback=one_of.validate, help=help, **kwargs)
+    return typer.Option(
+        default,
+        *names,
+        metavar=one_of.metavar,
+        callback=one_of.validate,
+        autocompletion=one_of.complete,
+        help=help,
+        **kwargs,
+    )
 
 
 def choices_of(param: Any) -> tuple[str, ...] | None:
@@ -90,3 +104,115 @@ def profile_option(help: str) -> Any:
 
 def family_option(help: str) -> Any:
     return choice(FAMILIES, None, "--target-family", help=help)
+
+
+# --engine: which modelled releases a command checks (verify, inspect, push)
+ENGINES_METAVAR = "ENGINE[,ENGINE...]"
+ENGINES_HELP = (
+    "Engine releases the draft must load right in: deployed (every release users still deploy, the default), "
+    "sglang or vllm (newest modelled), name@release (e.g. vllm@0.33-v1), comma lists, both (newest of each) or all; "
+    "[tool.eagle-convert] engine in pyproject.toml sets the default. `eagle-convert engines` lists them."
+)
+
+
+def engine_option(help: str = ENGINES_HELP) -> Any:
+    """``--engine``; without it the command takes [tool.eagle-convert] engine, then every deployed release."""
+    return typer.Option(None, "--engine", metavar=ENGINES_METAVAR, autocompletion=complete_engines, help=help)
+
+
+def complete_engines(incomplete: str) -> list[str]:
+    """Shell completion of --engine: the keywords and release names, after any comma already typed."""
+    from eagle_convert.engines import DEFAULT_ENGINES, ENGINES, RELEASES
+
+    head, comma, last = incomplete.rpartition(",")
+    words = (DEFAULT_ENGINES, "all", "both", *ENGINES, *RELEASES)
+    return [head + comma + w for w in words if w.startswith(last)]
+
+
+def chosen_engines(cli: str | None, settings: dict[str, Any]) -> str:
+    """The command line wins over [tool.eagle-convert] engine, which wins over the deployed releases."""
+    from eagle_convert.engines import DEFAULT_ENGINES
+
+    return cli if cli is not None else str(settings.get("engine", DEFAULT_ENGINES))
+
+
+# -q / -v / --color: on the root (`eagle-convert -q verify ...`) and on each command that renders a report
+# (`eagle-convert verify ... -q`); the last one given wins. main() resets them for every run.
+COLORS = ("auto", "always", "never")
+COLOR_ENV = ("NO_COLOR", "FORCE_COLOR")  # what rich reads; --color sets them for this run only
+
+
+@dataclass
+class Output:
+    """How much a command prints for people: -1 quiet (errors and the verdict or summary line), 0, 1 verbose."""
+
+    verbosity: int = 0
+
+    @property
+    def quiet(self) -> bool:
+        return self.verbosity < 0
+
+    @property
+    def verbose(self) -> bool:
+        return self.verbosity > 0
+
+
+OUTPUT = Output()
+
+
+def _set_quiet(value: bool) -> None:
+    if value:
+        OUTPUT.verbosity = -1
+
+
+def _set_verbose(value: bool) -> None:
+    if value:
+        OUTPUT.verbosity = 1
+
+
+class _Color(OneOf):
+    """--color: auto leaves NO_COLOR / FORCE_COLOR as the environment has them (colour on a terminal); always and
+    never set them for this run (main() puts them back)."""
+
+    def validate(self, value: str | None) -> str | None:
+        value = super().validate(value)
+        if value in ("always", "never"):
+            os.environ.pop("NO_COLOR" if value == "always" else "FORCE_COLOR", None)
+            os.environ["FORCE_COLOR" if value == "always" else "NO_COLOR"] = "1"
+        return value
+
+
+def quiet_option() -> Any:
+    return typer.Option(
+        False,
+        "-q",
+        "--quiet",
+        callback=_set_quiet,
+        expose_value=False,
+        help="Print only errors and the verdict or summary line (no tables, no progress).",
+    )
+
+
+def verbose_option() -> Any:
+    return typer.Option(
+        False,
+        "-v",
+        "--verbose",
+        callback=_set_verbose,
+        expose_value=False,
+        help="Print more: every rule's outcome and why a rule did not run (verify), every tensor (inspect).",
+    )
+
+
+def color_option() -> Any:
+    one_of = _Color(COLORS)
+    return typer.Option(
+        COLORS[0],
+        "--color",
+        metavar=one_of.metavar,
+        callback=one_of.validate,
+        autocompletion=one_of.complete,
+        expose_value=False,
+        help="Colour in human output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always "
+        "or never.",
+    )

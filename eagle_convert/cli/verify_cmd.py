@@ -12,26 +12,27 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from eagle_convert.cli.options import (
+    ENGINES_HELP,
+    OUTPUT,
     aux_convention_option,
     choice,
+    chosen_engines,
+    color_option,
     device_option,
     dtype_option,
+    engine_option,
     fail_level_option,
     level_option,
+    quiet_option,
+    verbose_option,
 )
-from eagle_convert.errors import EXIT_FINDINGS, EXIT_OK, EagleConvertError
+from eagle_convert.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_NOTHING_TO_CHECK, EXIT_OK, EagleConvertError
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import ORACLES
 
 if TYPE_CHECKING:
     from eagle_convert.verify.report import VerifyReport
-
-
-ENGINES_HELP = (
-    "Engine releases the draft must load right in: sglang, vllm (newest modelled), name@release (e.g. vllm@0.33-v1), "
-    "comma lists, all, or both [both]. `eagle-convert engines` lists them."
-)
 
 
 def _sarif(report: VerifyReport) -> str:
@@ -66,19 +67,19 @@ def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) 
 
 
 def verify(
-    path: Path = typer.Argument(
+    paths: list[Path] = typer.Argument(
         ...,
         metavar="PATH",
-        help="Draft checkpoint directory, .safetensors file, or Hub repo owner/name[@revision] (static level).",
+        help="Draft checkpoint directories, or Hub repos owner/name[@revision] (static level); a file stands for the "
+        "directory that holds it, and each checkpoint is verified once. Several paths: each is reported, and the "
+        "exit code is the worst.",
+        show_default=False,
     ),
     target: Path | None = typer.Option(
         None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
     ),
-    engine: str | None = typer.Option(
-        None,
-        "--engine",
-        metavar="ENGINES",
-        help=f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
+    engine: str | None = engine_option(
+        f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM."
     ),
     level: str = level_option(
         "static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
@@ -167,65 +168,117 @@ def verify(
     aux_convention: str | None = aux_convention_option(
         "Declare what the aux-layer ids mean (as the trainer used them), as inspect."
     ),
+    _quiet: bool = quiet_option(),
+    _verbose: bool = verbose_option(),
+    _color: str = color_option(),
 ) -> None:
-    """Check a draft before deployment: every rule, a report for people or CI, and an exit code."""
+    """Check drafts before deployment: every rule, a report for people or CI, and an exit code.
+
+    Several paths are verified in turn and each is reported; the exit code is the worst (2, then 1, then 3, then 0).
+    Machine formats then cover them all: json is a JSON array of the reports, in the order given
+    (eagle_convert/schemas/verify-reports.schema.json; one path still writes one report object), sarif one run with
+    each checkpoint under its own uri base id (CHECKPOINT1, CHECKPOINT2, ...), junit one testsuite per checkpoint,
+    github and concise the lines of each in turn.
+    """
     from eagle_convert.engine_level import EngineSettings
     from eagle_convert.probe.text import read_token_ids
-    from eagle_convert.render.console import progress_bar, render_verify, stderr_console, steps_bar
-    from eagle_convert.verify.report import VerifyReport
+    from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
     from eagle_convert.verify.run import load_settings, verify_checkpoint
 
     fmt = "json" if as_json else output_format
     settings = load_settings(Path.cwd())
-    chosen_engine = _setting(engine, settings, "engine", "both")
+    chosen_engine = chosen_engines(engine, settings)
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
-    try:
-        with (
-            steps_bar(enabled=level != LEVELS[0]) as steps,
-            progress_bar(enabled=not no_hash, label="hashing", total=_local_bytes(path)) as advance,
-        ):
-            report = verify_checkpoint(
-                str(path),
-                target=target,
-                engine=chosen_engine,
-                level=level,
-                strict=strict,
-                fail_level=chosen_fail,
-                select=select if select is not None else settings.get("select"),
-                ignore=ignore if ignore is not None else settings.get("ignore"),
-                compute_hashes=not no_hash,
-                progress=advance,
-                token=token,
-                token_ids=read_token_ids(token_ids) if token_ids else None,
-                prompts=prompts,
-                probe_steps=probe_steps,
-                probe_text=probe_text,
-                reference_hidden_states=reference_hidden_states,
-                oracle=oracle,
-                device=device,
-                dtype=dtype,
-                probe_progress=steps,
-                aux_convention=aux_convention,
-                engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
-                probe_positions=probe_positions,
-            )
-    except EagleConvertError as exc:
-        failed = VerifyReport(
-            str(path),
-            level,
-            chosen_engine,
-            chosen_fail,
-            "error",
-            error={"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code},
+    checkpoints = checkpoint_paths(paths)
+    runs: list[tuple[VerifyReport, EagleConvertError | None]] = []
+    for path in checkpoints:
+        try:
+            with (
+                steps_bar(enabled=level != LEVELS[0] and not OUTPUT.quiet) as steps,
+                progress_bar(
+                    enabled=not no_hash and not OUTPUT.quiet, label="hashing", total=_local_bytes(path)
+                ) as advance,
+            ):
+                report = verify_checkpoint(
+                    str(path),
+                    target=target,
+                    engine=chosen_engine,
+                    level=level,
+                    strict=strict,
+                    fail_level=chosen_fail,
+                    select=select if select is not None else settings.get("select"),
+                    ignore=ignore if ignore is not None else settings.get("ignore"),
+                    compute_hashes=not no_hash,
+                    progress=advance,
+                    token=token,
+                    token_ids=read_token_ids(token_ids) if token_ids else None,
+                    prompts=prompts,
+                    probe_steps=probe_steps,
+                    probe_text=probe_text,
+                    reference_hidden_states=reference_hidden_states,
+                    oracle=oracle,
+                    device=device,
+                    dtype=dtype,
+                    probe_progress=steps,
+                    aux_convention=aux_convention,
+                    engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
+                    probe_positions=probe_positions,
+                )
+        except EagleConvertError as exc:
+            if len(checkpoints) == 1:  # one path: the report, then the error rendered once by main(), as ever
+                _emit(_failed(str(path), level, chosen_engine, chosen_fail, exc), fmt, output)
+                raise
+            runs.append((_failed(str(path), level, chosen_engine, chosen_fail, exc), exc))
+            continue
+        runs.append((report, None))
+    reports = [r for r, _ in runs]
+    if len(reports) == 1:
+        _emit(reports[0], fmt, output)
+    else:
+        _emit_many(reports, fmt, output)
+    for n, (report, error) in enumerate(runs):
+        if len(runs) > 1 and fmt == "human" and not OUTPUT.quiet:
+            sys.stderr.write(f"{chr(10) if n else ''}== {report.path}\n")
+        if error is not None:
+            render_error(error.message, error.hint)
+        elif fmt == "human":
+            render_verify(report, stderr_console(), verbosity=OUTPUT.verbosity)
+    if len(runs) > 1:  # the verdict over them all (printed with -q too)
+        tally = {s: sum(r.status == s for r in reports) for s in ("pass", "fail", "error")}
+        sys.stderr.write(
+            f"{len(runs)} checkpoints: {tally['pass']} passed, {tally['fail']} failed, "
+            f"{tally['error']} could not be verified\n"
         )
-        _emit(failed, fmt, output)
-        raise
-    _emit(report, fmt, output)
-    if fmt == "human":
-        render_verify(report, stderr_console())
-    if report.status == "fail" and not exit_zero:
-        raise typer.Exit(EXIT_FINDINGS)
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(_worst_exit(runs, exit_zero))
+
+
+def checkpoint_paths(paths: list[Path]) -> list[Path]:
+    """The checkpoints ``paths`` name, each once, in order: a file stands for the directory that holds it (what a
+    pre-commit hook passes: changed ``config.json`` or shard files); directories and Hub ids stay as given."""
+    out: dict[str, Path] = {}
+    for path in paths:
+        checkpoint = path.parent if path.is_file() else path
+        out.setdefault(os.path.normpath(os.path.abspath(checkpoint)) if checkpoint.exists() else str(path), checkpoint)
+    return list(out.values())
+
+
+def _failed(path: str, level: str, engine: str, fail_level: str, exc: EagleConvertError) -> VerifyReport:
+    from eagle_convert.verify.report import VerifyReport
+
+    error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+    return VerifyReport(path, level, engine, fail_level, "error", error=error)
+
+
+# Several checkpoints: the exit code of the worst run (an error, then failed findings, then nothing to check).
+_EXIT_RANK = (EXIT_OK, EXIT_NOTHING_TO_CHECK, EXIT_FINDINGS, EXIT_BAD_INPUT)
+
+
+def _worst_exit(runs: list[tuple[VerifyReport, EagleConvertError | None]], exit_zero: bool) -> int:
+    codes = [
+        error.exit_code if error is not None else EXIT_FINDINGS if r.status == "fail" and not exit_zero else EXIT_OK
+        for r, error in runs
+    ]
+    return max(codes, key=lambda c: _EXIT_RANK.index(c) if c in _EXIT_RANK else len(_EXIT_RANK))
 
 
 _HASHED = ("config.json", "*.safetensors", "*.safetensors.index.json", "*.bin", "*.pt", "*.pth")
@@ -258,6 +311,27 @@ def _emit(report: VerifyReport, fmt: str, output: Path | None) -> None:
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(rf.markdown_summary(report))
+
+
+def _emit_many(reports: list[VerifyReport], fmt: str, output: Path | None) -> None:
+    """Several reports as one document per format (render/combined.py); GitHub annotations and one step summary
+    section per checkpoint when in Actions."""
+    from eagle_convert.render import combined
+    from eagle_convert.render import formats as rf
+
+    text = combined.RENDERERS[fmt](reports)
+    if output is not None:
+        from eagle_convert.normalize.writer import write_text_atomic
+
+        write_text_atomic(output, text)
+    elif fmt != "human":
+        sys.stdout.write(text)
+    if os.environ.get("GITHUB_ACTIONS") == "true" and fmt != "github" and (fmt == "human" or output is not None):
+        sys.stdout.write(combined.joined(rf.github_annotations)(reports))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(combined.joined(rf.markdown_summary)(reports))
 
 
 def register(app: typer.Typer) -> None:

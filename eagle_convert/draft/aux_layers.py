@@ -67,6 +67,9 @@ class ConventionInputs:
     location: str = "absent"  # "top-level", "eagle_config", "both" or "absent"
     paired: bool = False  # top-level and eagle_config ids name the same states, input-to and output-of
     family: str | None = None  # the target family, when known
+    # hs[] another key of the config names unambiguously, with that key's description: the AngelSlim trainer's
+    # aux_hidden_states_layer_ids (hs[id+1]) or DFlash's target_layer_ids (output of layer id)
+    declared_states: tuple[str, list[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
             "default", "high", ["no aux-layer ids in the config: the default capture is hs[2], hs[N//2], hs[N-3]"]
         )
 
+    if inp.declared_states is not None:
+        return _by_declared_states(ids, *inp.declared_states)
     if inp.paired:
         return ConventionCall(
             "input-to",
@@ -146,6 +151,20 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         )
     )
     return ConventionCall("ambiguous", "low", evidence)
+
+
+def _by_declared_states(ids: list[int], key: str, states: list[int]) -> ConventionCall:
+    """The convention under which ``ids`` select the states another key of the config names (``key`` says which)."""
+    matching = [c for c in CONVENTIONS if to_hidden_states(ids, c) == sorted(set(states))]
+    if len(matching) == 1:
+        return ConventionCall(matching[0], "high", [f"{key} names hs{sorted(set(states))}: the ids read {matching[0]}"])
+    readings = ", ".join(f"{c} selects hs{to_hidden_states(ids, c)}" for c in CONVENTIONS)
+    return ConventionCall(
+        "ambiguous",
+        "low",
+        [f"{key} names hs{sorted(set(states))}, but the ids {ids} select neither ({readings})"],
+        conflict=True,
+    )
 
 
 def ids_for(hidden_states: list[int], convention: str) -> list[int]:

@@ -18,6 +18,7 @@ from eagle_convert.draft.aux_layers import (
     decide_convention,
     to_hidden_states,
 )
+from eagle_convert.draft.config_shapes import config_shape_findings, declared_k, declared_states, non_stock_injection
 from eagle_convert.draft.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
 from eagle_convert.draft.producers import Facts, recognise
 from eagle_convert.read.checkpoint import Checkpoint
@@ -69,6 +70,8 @@ class TargetInfo:
     hidden_size: int | None
     source: str | None
     model_type: str | None = None  # the target's (text) model_type when known exactly
+    architecture: str | None = None  # the target config's architectures[0]: the class the engines build
+    vocab_size: int | None = None  # the target's vocab_size (what vLLM compares draft_vocab_size with)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,15 @@ class DraftSpec:
     config: DraftConfig
 
 
-_MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "DeepseekV3ForCausalLMEagle3", "DeepSeekForCausalLMEagle3"})
+_MLA_ARCHS = frozenset(
+    {
+        "Eagle3DeepseekV2ForCausalLM",
+        "Eagle3DeepseekV3ForCausalLM",  # vLLM's alias of the MLA class (registry.py:713)
+        "DeepseekV3ForCausalLMEagle3",
+        "DeepSeekForCausalLMEagle3",
+    }
+)
+_GATED_ARCHS = frozenset({"LlamaForCausalLMEagle3Gated"})
 
 
 def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention: str | None = None) -> DraftSpec:
@@ -112,6 +123,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
 
     layer_prefix, num_layers = _layers(facts, out)
     attention, attention_evidence = _attention(facts, out)
+    out += config_shape_findings(cfg, attention)
     moe = _moe(facts)
     if moe:
         out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))
@@ -138,7 +150,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     aux_out: list[Finding] = []  # an EAGLE-1/2 draft reads no aux hidden states: no aux-id findings for it
     aux = _aux_layers(cfg, call.producer, call.confidence, tinfo, aux_convention, aux_out)
     out += aux_out if call.producer != "eagle1" else []
-    if aux.ids and k_source != "default" and len(set(aux.ids)) != k:
+    if aux.ids and k_source != "default" and len(set(aux.ids)) != k and not non_stock_injection(cfg):
         out.append(
             finding(
                 "EC107",
@@ -183,9 +195,28 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
 
 def _layers(f: Facts, out: list[Finding]) -> tuple[str | None, int]:
     layer_names = [n for n in f.names if n.layer is not None]
+    declared = f.cfg.dims.num_hidden_layers
     if not layer_names:
-        return None, f.cfg.dims.num_hidden_layers or 0  # 0: unknown (no layer tensors, no layer count)
+        if declared and declared > 1:
+            out.append(finding("EC006", f"num_hidden_layers is {declared}: a {declared}-layer draft", actual=declared))
+        return None, declared or 0  # 0: unknown (no layer tensors, no layer count)
     indices = sorted({n.layer for n in layer_names if n.layer is not None})
+    if declared and declared != len(indices):
+        out.append(
+            finding(
+                "EC007",
+                f"num_hidden_layers is {declared} but the weights hold {len(indices)} decoder layer(s) "
+                f"(indices {indices}): an engine builds {declared} layer(s) and "
+                + (
+                    "leaves those without weights random"
+                    if declared > len(indices)
+                    else "has no parameter for the others' weights"
+                ),
+                subject="num_hidden_layers",
+                expected=len(indices),
+                actual=declared,
+            )
+        )
     prefixes = Counter(n.outer + n.layer_prefix for n in layer_names if n.layer == indices[0])
     prefix = prefixes.most_common(1)[0][0]
     if len(prefixes) > 1:
@@ -242,6 +273,10 @@ def _moe(f: Facts) -> str:
     """Why the draft layer is mixture-of-experts, or '' when it is dense."""
     if any(n.layer is not None and MOE_RE.match(n.local) for n in f.names):
         return "expert tensors in the draft layer"
+    if f.archs & _GATED_ARCHS:
+        # TorchSpec gated_eagle3.py: a shared MLP scaled by a sigmoid shared_expert_gate plus depth-0 and depth-N
+        # specialist MLPs in the one layer, where the engines' EAGLE3 classes build one dense SwiGLU
+        return "architecture LlamaForCausalLMEagle3Gated (a shared MLP with a sigmoid gate plus depth-0/depth-N MLPs)"
     raw = f.cfg.raw
     layers = f.cfg.dims.num_hidden_layers or 1
     experts = raw.get("num_experts") or raw.get("n_routed_experts") or raw.get("num_local_experts")
@@ -362,6 +397,8 @@ def _target_info(cfg: DraftConfig, target: TargetConfig | None) -> TargetInfo:
             target.hidden_size,
             target.source,
             target.text_model_type or target.model_type,
+            target.architectures[0] if target.architectures else None,
+            target.vocab_size,
         )
     hints: list[tuple[str, Any]] = [("draft config target_model_type", cfg.raw.get("target_model_type"))]
     verifier = cfg.raw.get("speculators_config", {})
@@ -405,17 +442,16 @@ def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | 
             )
         ths = target.hidden_size
     width = ths or cfg.dims.hidden_size
-    declared = cfg.num_aux_hidden_states
-    ids = cfg.top_level_ids or cfg.eagle_config_ids
+    declared, declared_key = declared_k(cfg, width, out)
+    ids = cfg.top_level_ids or cfg.eagle_config_ids or cfg.trainer_ids or cfg.target_layer_ids
     fc = f.shape("fc.weight")
     by_weights = fc[1] // width if fc and len(fc) == 2 and width and fc[1] % width == 0 else None
     if by_weights is not None and declared is not None and by_weights != declared:
         out.append(
             finding(
                 "EC107",
-                f"num_aux_hidden_states is {declared} but fc.weight {list(fc or ())} holds "
-                f"{by_weights} chunks of {width}",
-                subject="num_aux_hidden_states",
+                f"{declared_key} is {declared} but fc.weight {list(fc or ())} holds {by_weights} chunks of {width}",
+                subject=declared_key.split(" ")[0],
                 expected=by_weights,
                 actual=declared,
             )
@@ -423,7 +459,7 @@ def _aux_count(f: Facts, target: TargetInfo, out: list[Finding]) -> tuple[int | 
     if by_weights is not None:
         return ths, by_weights, f"fc.weight width / {width}"
     if declared is not None:
-        return ths, declared, "num_aux_hidden_states"
+        return ths, declared, declared_key
     if ids:
         return ths, len(set(ids)), "number of aux-layer ids"
     return ths, 3, "default"
@@ -442,6 +478,9 @@ def _aux_layers(
         (bool(top), bool(nested)), "absent"
     )
     ids = top or nested
+    declared = declared_states(cfg)
+    if ids is None and declared is not None:  # only another trainer's key names the states: read that list
+        ids, location = declared[2], "top-level"
     recorded = None
     provenance = cfg.raw.get(PROVENANCE_KEY)
     if isinstance(provenance, dict):  # written by normalize: each location's convention is on record
@@ -464,6 +503,7 @@ def _aux_layers(
             location=location,
             paired=paired,
             family=target.family,
+            declared_states=declared[:2] if declared else None,
         )
     )
     convention = call.convention
@@ -477,11 +517,14 @@ def _aux_layers(
     aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings)
     if call.conflict:
         out.append(finding("EC108", "; ".join(call.evidence), subject=IDS_KEY))
-    _aux_findings(aux, producer, n, out)
+    research = cfg.has("target_vocab_size") or cfg.research_block is not None
+    _aux_findings(aux, producer, n, out, speculators_research=research)
     return aux
 
 
-def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Finding]) -> None:
+def _aux_findings(
+    aux: AuxLayers, producer: str, n: int | None, out: list[Finding], *, speculators_research: bool = False
+) -> None:
     key = IDS_KEY
     if aux.convention == "ambiguous":
         out.append(
@@ -503,6 +546,12 @@ def _aux_findings(aux: AuxLayers, producer: str, n: int | None, out: list[Findin
                     f", which is what {producer} trains with"
                     if safe
                     else "; nothing records whether the draft was trained on those"
+                    + (
+                        " (the speculators research trainers that write this config shape captured hs[3], "
+                        "hs[N//2+1], hs[N-2]: research/*/ge_data/llamasharegpt.py)"
+                        if speculators_research
+                        else ""
+                    )
                 ),
                 severity="info" if safe else None,
                 subject=key,

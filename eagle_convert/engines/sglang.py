@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+from eagle_convert.engines import target_classes
 from eagle_convert.engines.model import (
     IDS_KEY,
     Behaviour,
@@ -19,6 +20,8 @@ from eagle_convert.engines.model import (
     Cite,
     DraftClass,
     Release,
+    TargetClasses,
+    TensorFate,
     ids_at,
     int_list,
 )
@@ -94,13 +97,7 @@ def _captures_0_5_23() -> dict[str, Capture]:
     put("gpt_oss", "as-is if max id == N else +1", "gpt_oss.py", "1337-1352 (hs[N]: 725-738)", n=True)
     put("minimax_m3", _PLUS1, "minimax_m3.py", "2056-2070 (hs[N]: 1962)", n=True)
     put("minimax_m3_vl", _PLUS1, "minimax_m3_vl.py", "246-263", defaults_shift=1)
-    put(
-        "gemma2 kimi_vl step3p5",
-        "no capture",
-        "model_executor/model_runner_components/attention_backend_setup.py",
-        "55-60",
-    )
-    return t
+    return t  # target classes without capture (gemma2, kimi_vl, step3p5, ...): _target_classes
 
 
 def _captures_0_5_16() -> dict[str, Capture]:
@@ -130,17 +127,93 @@ def _captures_0_5_16() -> dict[str, Capture]:
     put("glm_moe_dsa", _FIRST1, "deepseek_v2.py", "2915-2931")
     put("glm4_moe_lite", _FIRST1, "glm4_moe_lite.py", "1015-1031")
     put("gpt_oss", _PLUS1, "gpt_oss.py", "1284-1297 (the loop at 689-697 stops before hs[N])")
-    put(
-        "gemma2 kimi_vl step3p5",
-        "no capture",
-        "model_executor/model_runner_components/attention_backend_setup.py",
-        "54 (called without a hasattr check: AttributeError)",
-    )
     return t
 
 
 _CAPTURES_0_5_23 = _captures_0_5_23()
 _CAPTURES_0_5_16 = _captures_0_5_16()
+
+
+# ---- which target classes capture at all ------------------------------------------------------------------------
+
+
+def _target_classes(version: str) -> TargetClasses:
+    """The registered architectures whose class (or a base) defines set_eagle3_layers_to_capture, read from the
+    wheel (engines/target_classes.py). Start-up calls it on the target whenever aux capture is on, and any other
+    class fails there; an architecture SGLang does not register falls back to the Transformers backend, which does
+    not define it either."""
+    new = version != "0.5.16"
+    setup = "model_executor/model_runner_components/attention_backend_setup.py"
+    return TargetClasses(
+        eagle3={arch: _c(*where.rsplit(":", 1)) for arch, where in target_classes.EAGLE3[f"sglang {version}"].items()},
+        without=None,
+        refusal=_c(setup, "54-60 (ValueError)" if new else "53-54 (called without a hasattr check: AttributeError)"),
+        fallback="the Transformers backend (TransformersForCausalLM)",
+        fallback_eagle3=False,
+        fallback_cite=_c(
+            "model_loader/utils.py",
+            "224-231, models/registry.py:88-90, models/transformers.py:1612"
+            if new
+            else "216-222, models/registry.py:75-77, models/transformers.py:1565",
+        ),
+        registered=target_classes.REGISTERED[f"sglang {version}"],
+    )
+
+
+def _capture_of_class(captures: dict[str, Capture]):  # type: ignore[no-untyped-def]
+    """The capture row whose cited lines start at ``cite``, the set_eagle3_layers_to_capture a target class gets
+    (a Mistral target runs llama.py's): the rule of a class whose model_type has no row of its own."""
+
+    def find(cite: Cite) -> Capture | None:
+        for capture in captures.values():
+            if capture.cite.file == cite.file and capture.cite.lines.split("-")[0].split(" ")[0] == cite.lines:
+                return capture
+        return None
+
+    return find
+
+
+def _aux_capture(ids_cite: Cite):  # type: ignore[no-untyped-def]
+    def read(raw: Mapping[str, Any], _target_model_type: str | None) -> tuple[bool | None, Cite]:
+        return target_captures(raw), ids_cite  # eagle_config.get("use_aux_hidden_state", True), any draft class
+
+    return read
+
+
+def _tensor_fates(version: str):  # type: ignore[no-untyped-def]
+    new = version != "0.5.16"
+    llama, mla = "models/llama_eagle3.py", "models/kimi_k25_eagle3.py"
+
+    def fates(raw: Mapping[str, Any], cls: str | None, _target_vocab: int | None) -> tuple[TensorFate, ...]:
+        if cls is None:
+            return ()
+        if cls.startswith("kimi_k25_eagle3"):
+            d2t, t2d, fc = (
+                f"{mla}:{a}" for a in (("437-441", "442-443", "286") if new else ("434-438", "439-440", "285"))
+            )
+        else:
+            d2t, t2d, fc = (
+                f"{llama}:{a}"
+                for a in (("350-353", "355-356", "238-247") if new else ("322-325", "327-328", "214-221"))
+            )
+        out = [
+            TensorFate(
+                "d2t", "loaded", f"as hot_token_id = d2t + arange, whatever the vocabulary sizes (sglang/srt/{d2t})"
+            ),
+            TensorFate("t2d", "dropped", f"skipped: only d2t is used at inference (sglang/srt/{t2d})"),
+        ]
+        if not target_captures(raw):
+            out.append(
+                TensorFate(
+                    "fc.weight",
+                    "loaded",
+                    "built and loaded, but applied only when the fed state's width differs from hidden_size; with "
+                    f"aux capture off the target's last hidden state is fed (sglang/srt/{fc})",
+                )
+            )
+        return tuple(out)
+
+    return fates
 
 
 # ---- draft classes -----------------------------------------------------------------------------------------------
@@ -302,10 +375,28 @@ def _mla_class(version: str) -> DraftClass:
     )
 
 
+# Draft architecture names trainers now write that no SGLang release registers, and what each one is.
+_UNREGISTERED = {
+    "GptOssForCausalLMEagle3": "a SpecForge draft class (the Llama draft with GPT-OSS's MoE MLP)",
+    "Glm4MoeForCausalLMEagle3": "TorchSpec's GLM-4-MoE draft class (the Llama draft with a DeepSeek-V3 MoE block)",
+    "Eagle3DeepseekV3ForCausalLM": "vLLM's alias of its MLA draft class; SGLang's MLA class is "
+    "Eagle3DeepseekV2ForCausalLM",
+    "DeepSeekForCausalLMEagle3": "a trainer's deferred DeepSeek draft name, registered nowhere",
+    "LlamaForCausalLMEagle3Gated": "TorchSpec's depth-gated Llama draft (shared, depth-0 and depth-N MLPs)",
+    "Eagle3LlamaForCausalLM": "AngelSlim's (and vLLM's) name for the Llama draft; SGLang's is LlamaForCausalLMEagle3",
+}
+
+
 def _draft_router(version: str):  # type: ignore[no-untyped-def]
     llama, mla = _CLASSES[version]
     classes = {"LlamaForCausalLMEagle3": llama, "Eagle3DeepseekV2ForCausalLM": mla}
-    nextn = _c("configs/model_config.py", "1032-1036" if version != "0.5.16" else "555-559")
+    new = version != "0.5.16"
+    nextn = _c("configs/model_config.py", "1032-1036" if new else "555-559")
+    # Only LlamaForCausalLMEagle3 and Eagle3DeepseekV2ForCausalLM are EAGLE3 draft EntryClasses (llama_eagle3.py:387,
+    # kimi_k25_eagle3.py:523; 0.5.16: :359, :520). Any other name is not native, so SGLang falls back to the
+    # Transformers backend (model_loader/utils.py:224-231; 0.5.16: 216-222), which has no such class either: it
+    # raises ValueError "Cannot find model module" at start-up.
+    fallback = _c("model_loader/utils.py", "154-167" if new else "151-164")
 
     def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
         archs = raw.get("architectures")
@@ -315,7 +406,8 @@ def _draft_router(version: str):  # type: ignore[no-untyped-def]
                 return classes[arch], f"architectures[0] {arch} (EntryClass)"
             if arch in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"):
                 return None, f"{arch} is rewritten to DeepseekV3ForCausalLMNextN, an MTP head ({nextn})"
-            return None, f"no EAGLE3 draft class is registered as {arch}"
+            what = f" ({_UNREGISTERED[arch]})" if arch in _UNREGISTERED else ""
+            return None, f"no EAGLE3 draft class is registered as {arch}{what}; start-up fails ({fallback})"
         return None, "no architectures"
 
     return route
@@ -359,13 +451,37 @@ def _caveats(version: str) -> tuple[Behaviour, ...]:
     )
 
 
-def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest: bool) -> Release:
+def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest: bool, deployed: bool) -> Release:
     def capture(model_type: str | None) -> Capture | None:
         return captures.get(model_type or "")
 
+    new = version != "0.5.16"
+    targets = _target_classes(version)
+    llama = "models/llama_eagle3.py"
     behaviours = (
         Behaviour("ids-location", "eagle_config.eagle_aux_hidden_state_layer_ids only; missing -> defaults", ids_cite),
         Behaviour("ids-empty", "an empty eagle_config list is passed on and captures nothing", ids_cite),
+        Behaviour(
+            "target-classes",
+            f"{len(targets.eagle3)} of its {targets.registered} registered architectures define (or inherit) "
+            "set_eagle3_layers_to_capture (listed in engines/target_classes.py); start-up fails on any other target "
+            "class, and an unregistered one falls back to TransformersForCausalLM, which has none",
+            targets.refusal,
+        ),
+        Behaviour(
+            "aux-capture-off",
+            "eagle_config.use_aux_hidden_state false: the target captures nothing and its class is not checked",
+            _c(
+                "model_executor/model_runner_components/spec_aux_hidden_state.py",
+                "189-191 (attention_backend_setup.py:54)" if new else "86-88 (attention_backend_setup.py:53)",
+            ),
+        ),
+        Behaviour(
+            "tensor:d2t",
+            "loaded as hot_token_id = d2t + arange, whatever the vocabulary sizes",
+            _c(llama, "350-353" if new else "322-325"),
+        ),
+        Behaviour("tensor:t2d", "skipped", _c(llama, "355-356" if new else "327-328")),
         *(
             Behaviour(f"capture:{mt}", f"{c.rule}" + ("; can capture hs[N]" if c.can_capture_n else ""), c.cite)
             for mt, c in sorted(captures.items())
@@ -398,8 +514,15 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         draft_class=_draft_router(version),
         behaviours=(*behaviours, *_caveats(version)),
         newest=newest,
+        deployed=deployed,
         target_model_class=_target_model_class(version),
         caveats=_caveats(version),
+        target_classes=targets,
+        aux_capture=_aux_capture(
+            _c("model_executor/model_runner_components/spec_aux_hidden_state.py", "189-191" if new else "86-88")
+        ),
+        capture_of_class=_capture_of_class(captures),
+        tensor_fates=_tensor_fates(version),
     )
 
 
@@ -408,11 +531,13 @@ SGLANG_0_5_23 = _release(
     _CAPTURES_0_5_23,
     _c("model_executor/model_runner_components/spec_aux_hidden_state.py", "185-196"),
     newest=True,
+    deployed=True,
 )
 SGLANG_0_5_16 = _release(
     "0.5.16",
     _CAPTURES_0_5_16,
     _c("model_executor/model_runner_components/spec_aux_hidden_state.py", "80-94"),
     newest=False,
+    deployed=True,  # fleets pinned before 0.5.17's two verdict-flipping changes
 )
 RELEASES = (SGLANG_0_5_23, SGLANG_0_5_16)

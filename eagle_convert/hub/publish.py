@@ -9,11 +9,13 @@ from __future__ import annotations
 __all__ = ["GateFailed", "PullReport", "PushReport", "pull_checkpoint", "push_checkpoint"]
 
 import hashlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.detect import detect
+from eagle_convert.engines import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, UsageError
 from eagle_convert.hub.model_card import render_card
 from eagle_convert.read.checkpoint import (
@@ -23,7 +25,8 @@ from eagle_convert.read.checkpoint import (
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_pull import PullReport, TransferFile, pull_checkpoint, repo_ref
 from eagle_convert.read.hub_store import HubError, hf_client, translate_error
-from eagle_convert.verify.run import checkpoint_files, verify_checkpoint
+from eagle_convert.verify.report import VerifyReport
+from eagle_convert.verify.run import FAIL_LEVELS, checkpoint_files, verify_checkpoint
 from eagle_convert.version import __version__
 
 CARD_NAME = "README.md"
@@ -35,6 +38,36 @@ class GateFailed(EagleConvertError):
 
     exit_code = EXIT_FINDINGS
     default_hint = "run `eagle-convert verify DIR` to see the findings; fix them (often: `eagle-convert normalize`)"
+
+
+def verify_command(
+    directory: str | Path,
+    engine: str,
+    *,
+    target: str | Path | None = None,
+    level: str = "static",
+    fail_level: str = "error",
+    strict: bool = False,
+) -> str:
+    """The `eagle-convert verify` line that reproduces a result: the same draft, target, engines, level, fail level
+    and strictness (every option that changes the verdict, spelled out even when it is the default engine set)."""
+    words = ["eagle-convert", "verify", str(directory)]
+    words += ["--target", str(target)] if target is not None else []
+    words += ["--engine", engine]
+    words += ["--level", level] if level != "static" else []
+    words += ["--fail-level", fail_level] if fail_level != "error" else []
+    words += ["--strict"] if strict else []
+    return shlex.join(words)
+
+
+def failed_engines(report: VerifyReport, engine: str) -> str:
+    """The releases whose findings failed ``report`` (``vllm@0.33-v1,sglang@0.5.16``), in ``engine``'s order; the
+    whole ``engine`` selection when a failing finding concerns no single release."""
+    blocking = FAIL_LEVELS[: FAIL_LEVELS.index(report.fail_level) + 1]  # fail level warning: errors and warnings
+    failing = [f for f in report.findings if f.severity in blocking]
+    if not failing or any(f.engine is None for f in failing):
+        return engine
+    return ",".join(r.name for r in resolve_engines(engine) if any(f.engine == r.name for f in failing))
 
 
 @dataclass
@@ -56,7 +89,7 @@ def push_checkpoint(
     *,
     target: str | Path | None = None,
     base_model: str | None = None,
-    engine: str = "both",
+    engine: str = DEFAULT_ENGINES,
     level: str = "static",
     fail_level: str = "error",
     strict: bool = False,
@@ -77,10 +110,19 @@ def push_checkpoint(
     )
     if report.status != "pass":
         s = report.summary()
+        again = verify_command(
+            directory,
+            failed_engines(report, engine),
+            target=target,
+            level=level,
+            fail_level=fail_level,
+            strict=strict,
+        )
         raise GateFailed(
             f"verify failed ({s['errors']} error(s), {s['warnings']} warning(s) at fail level "
             f"{fail_level}); nothing was uploaded",
             path=directory,
+            hint=f"run `{again}` to see the findings; fix them (often: `eagle-convert normalize`)",
         )
     ckpt = open_checkpoint(directory)
     target_cfg = TargetConfig.from_path(target) if target is not None else None

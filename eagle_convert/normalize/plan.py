@@ -28,7 +28,7 @@ from eagle_convert.engines import (
     engine_view,
     resolve_engines,
 )
-from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError, check_choice
+from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError, check_choice, require_torch
 from eagle_convert.normalize.profiles import PROFILES, Semantics
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
@@ -70,7 +70,7 @@ class NormalizeReport:
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract, validated by schemas/normalize-report.schema.json."""
+        """The JSON contract, validated by eagle_convert/schemas/normalize-report.schema.json."""
         return {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
@@ -105,13 +105,15 @@ def normalize_checkpoint(
     force: bool = False,
     max_shard_size: int | None = None,
     progress: Callable[[int], None] | None = None,
+    progress_total: Callable[[int], None] | None = None,
     device: str = "auto",
     dtype: str = "float32",
     probe: dict[str, Any] | None = None,
 ) -> NormalizeReport:
     """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
     ``dtype``: where ``aux_convention="auto"`` runs the target and the draft; ``probe``: its text options
-    (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them)."""
+    (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them). ``progress(n)``
+    is called as tensor bytes are written, after ``progress_total(total)`` with the bytes there are to write."""
     check_choice("profile", profile, PROFILES)
     if target is not None and target_family is not None:
         raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
@@ -130,6 +132,7 @@ def normalize_checkpoint(
             force=force,
             max_shard_size=max_shard_size,
             progress=progress,
+            progress_total=progress_total,
         )
     src, out = Path(src), Path(out)
     ckpt = open_checkpoint(src)
@@ -155,6 +158,7 @@ def normalize_checkpoint(
             force=force,
             max_shard_size=max_shard_size,
             progress=progress,
+            progress_total=progress_total,
         )
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files to normalize (config only)", path=src)
@@ -163,6 +167,7 @@ def normalize_checkpoint(
     if aux_convention == "auto":
         if target is None:
             raise UsageError("--aux-convention auto measures the draft against the target: pass --target DIR")
+        require_torch("--aux-convention auto")
         from eagle_convert.probe.run import measure_convention
         from eagle_convert.reference.compute import resolve
 
@@ -199,6 +204,8 @@ def normalize_checkpoint(
         files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
         n = target_cfg.num_hidden_layers if target_cfg else None
         check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n)
+        if progress_total is not None:
+            progress_total(report.total_bytes)
         write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
         report.written = True
     return report

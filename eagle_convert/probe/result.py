@@ -1,6 +1,6 @@
 """What the acceptance probe reports, typed (torch-free): each reading's row, the probe's result, and what the
 target level adds to it (saved hidden states matched, the transformers oracle). JSON only in :meth:`ProbeReport.to_dict`
-(the ``probe`` object of schemas/verify-report.schema.json)."""
+(the ``probe`` object of eagle_convert/schemas/verify-report.schema.json)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
+ALPHA = 0.01  # a difference is decisive at this level of the two-sided sign test (probe/stats.py)
+TOP1_FLOOR = 0.01  # the smallest top-1 difference worth a finding
+ACCEPT_FLOOR = 0.02  # ... or accepted draft tokens per position
+P_FLOOR = 1e-300  # a sign test's p below this prints as "<1e-300" (a float underflows to 0 not far below)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,14 @@ class ProbeRow:
     head_norm: bool = True
     diagnostic: bool = False
 
+    @property
+    def p_text(self) -> str:
+        """``p_value`` as people read it: one significant digit (0.04, 3e-05), and ``<1e-300`` where the float
+        underflowed (to 0), never ``0e+00``."""
+        if self.p_value < P_FLOOR:
+            return f"<{P_FLOOR:.0e}"
+        return f"{self.p_value:.1g}" if self.p_value >= 1e-3 else f"{self.p_value:.0e}"
+
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -47,6 +59,9 @@ class ProbeResult:
     text: str = "given"  # "given" (--token-ids), or the target's own "greedy" or "sampled" continuations
     decided: bool = True  # every comparison that can raise a finding is decided (none inconclusive)
     min_positions: int = MIN_POSITIONS
+    alpha: float = ALPHA  # what a verdict needs: sign test p below alpha, and a difference past a floor
+    top1_floor: float = TOP1_FLOOR
+    accept_floor: float = ACCEPT_FLOOR
 
     def row(self, name: str) -> ProbeRow:
         return next(r for r in self.rows if r.reading == name)
@@ -87,7 +102,7 @@ class ProbeReport:
     oracle: OracleCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``probe`` object (schemas/verify-report.schema.json)."""
+        """The report's ``probe`` object (eagle_convert/schemas/verify-report.schema.json)."""
         table = asdict(self.result)
         if self.saved_states is not None:
             table["saved_states"] = asdict(self.saved_states)

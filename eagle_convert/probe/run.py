@@ -297,7 +297,7 @@ def measure_convention_on(
     evidence = (
         f"measured against the target over {result.positions} positions: input-to hs{a.hidden_states} top-1 "
         f"{a.top1:.1%}, output-of hs{b.hidden_states} top-1 {b.top1:.1%} (difference {b.delta_top1:+.1%}, 95% CI "
-        f"{b.delta_top1_ci[0]:+.1%} to {b.delta_top1_ci[1]:+.1%}, sign test p = {b.p_value:.2g})"
+        f"{b.delta_top1_ci[0]:+.1%} to {b.delta_top1_ci[1]:+.1%}, sign test p {b.p_text})"
     )
     if b.verdict == "better":
         return "output-of", evidence

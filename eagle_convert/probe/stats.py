@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
-ALPHA = 0.01  # a difference is decisive at this level of the two-sided sign test
+from eagle_convert.probe.result import ACCEPT_FLOOR, ALPHA, TOP1_FLOOR
+
 Z_DECIDE = 2.576  # the normal quantile of ALPHA (two-sided): intervals are 99%
 Z_CI = 1.96  # reported confidence intervals are 95%
-TOP1_FLOOR = 0.01  # the smallest top-1 difference worth a finding
-ACCEPT_FLOOR = 0.02  # ... or accepted draft tokens per position
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,8 @@ def simulate(accepted: torch.Tensor, start: int, stop: int) -> list[int]:
 
 
 def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test: the chance of a split at least this uneven if neither reading were better."""
+    """Two-sided exact sign test: the chance of a split at least this uneven if neither reading were better. Below
+    about 1e-308 a float holds 0 (the table prints ``<1e-300``, see ProbeRow.p_text in result.py)."""
     n, k = wins + losses, min(wins, losses)
     if n == 0:
         return 1.0

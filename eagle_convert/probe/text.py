@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError, UsageError, check_choice
+from eagle_convert.schemas import TOKEN_IDS, violation
 
 ROUND, NEW_TOKENS = 32, 144  # prompts per generation round, new tokens per prompt (about 4,096+ positions a round)
 _SUBJECTS = (
@@ -106,12 +107,15 @@ def read_token_ids(path: Path) -> list[list[int]]:
         value = loads_strict(decode_utf8(path.read_bytes()))
     except (OSError, JsonSyntaxError) as exc:
         raise InputError(f"cannot read token ids: {exc}", path=path) from None
-    if not isinstance(value, list) or not all(
-        isinstance(seq, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in seq)
-        for seq in value
-    ):
-        raise InputError("token ids must be a JSON list of lists of non-negative integers", path=path)
-    return value
+    wrong = violation(value, TOKEN_IDS)
+    if wrong is not None:
+        raise InputError(
+            f"token ids{wrong.where()}: {wrong.reason}",
+            path=path,
+            hint="write a JSON list of token-id lists, e.g. [[1, 15043, 29892], [1, 450, 4996]] "
+            "(eagle_convert/schemas/token-ids.schema.json)",
+        )
+    return list(value)
 
 
 def read_prompts(path: Path) -> list[str]:

@@ -15,6 +15,19 @@ from eagle_convert.errors import ConfigError
 from eagle_convert.read.jsonstrict import load_json_object
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the one spelling of the aux-layer ids key; import it, never retype it
+# Other trainers' id keys, read by no engine's EAGLE3 id reader except where noted (sglang 0.5.23 / vllm 0.33 wheels):
+# - AngelSlim's trainer list, hs[id+1] (train/models/target/target_model_wrapper.py _extract_auxiliary_hidden_states,
+#   embed_offset = 1); read by neither engine;
+# - DFlash's target_layer_ids, the output of layer id (vLLM's V2 runner reads a top-level list +1 for EAGLE3 too:
+#   v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:138-140).
+TRAINER_IDS_KEY = "aux_hidden_states_layer_ids"
+TARGET_LAYER_IDS_KEY = "target_layer_ids"
+# Aux-state injection modes: only "fused_fc" (stock EAGLE3: K states concatenated into one fc) is what the engines
+# build; the AngelSlim research fork's banded/progressive/hawk modes are read by neither engine (no occurrence of
+# eagle_aux_injection_mode or eagle_aux_layer_bands in sglang 0.5.23 or vllm 0.33).
+INJECTION_MODE_KEY = "eagle_aux_injection_mode"
+BANDS_KEY = "eagle_aux_layer_bands"
+STOCK_INJECTION = "fused_fc"
 
 
 def default_hidden_states(num_layers: int, shift: int = 0) -> list[int]:
@@ -139,7 +152,14 @@ class DraftConfig:
     bias: bool | None
     attention_bias: bool | None
     rope_theta: float | None
-    rope_scaling: dict[str, Any] | None
+    rope_scaling: dict[str, Any] | None  # the scaling that applies: rope_scaling, else a non-default rope_parameters
+    rope_parameters: dict[str, Any] | None = None  # transformers 5's key, as written
+    trainer_ids: list[int] | None = None  # aux_hidden_states_layer_ids (AngelSlim trainer list, hs[id+1])
+    target_layer_ids: list[int] | None = None  # top-level target_layer_ids (DFlash key, output of layer id)
+    injection_mode: str | None = None  # eagle_aux_injection_mode as written (None: absent)
+    aux_layer_bands: list[list[int]] | None = None  # eagle_aux_layer_bands
+    research_block: dict[str, Any] | None = None  # a nested "eagle3" block (speculators research configs)
+    aliases: tuple[str, ...] = ()  # every alias or non-standard reading applied, as a sentence (for the report)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str | Path = "config.json") -> DraftConfig:
@@ -163,6 +183,17 @@ class DraftConfig:
             if r.find("draft_vocab_size") is None
             else ("null" if r.value("draft_vocab_size") is None else "present")
         )
+        aliases: list[str] = []
+        vocab, draft_vocab = r.int("vocab_size"), r.int("draft_vocab_size")
+        target_vocab = r.int("target_vocab_size")
+        if target_vocab is not None and draft_vocab_key == "absent":
+            # speculators research trainers (research/Eagle3Deepspeed model/llama_eagle3_full_grad.py:83-88): the
+            # embedding has target_vocab_size rows and lm_head vocab_size rows, so vocab_size is the draft's
+            aliases.append(
+                f"vocab_size {vocab} read as the draft vocabulary and target_vocab_size {target_vocab} as the "
+                "target's (a speculators research config; no draft_vocab_size)"
+            )
+            vocab, draft_vocab = target_vocab, vocab
         dims = Dims(
             hidden_size=hidden,
             num_attention_heads=heads,
@@ -171,8 +202,8 @@ class DraftConfig:
             head_dim_explicit=explicit_head_dim is not None,
             intermediate_size=r.int("intermediate_size"),
             num_hidden_layers=r.int("num_hidden_layers"),
-            vocab_size=r.int("vocab_size"),
-            draft_vocab_size=r.int("draft_vocab_size"),
+            vocab_size=vocab,
+            draft_vocab_size=draft_vocab,
             draft_vocab_size_key=draft_vocab_key,
             target_hidden_size=r.int("target_hidden_size"),
             max_position_embeddings=r.int("max_position_embeddings"),
@@ -183,13 +214,8 @@ class DraftConfig:
             qk_rope_head_dim=r.int("qk_rope_head_dim"),
             v_head_dim=r.int("v_head_dim"),
         )
-        rope_parameters = r.value("rope_parameters")
-        rope_scaling = r.value("rope_scaling")
-        if rope_scaling is not None and not isinstance(rope_scaling, dict):
-            raise ConfigError(f"rope_scaling is {rope_scaling!r}, must be an object or null", path=src)
-        rope_theta = r.float("rope_theta")
-        if rope_theta is None and isinstance(rope_parameters, dict):  # transformers 5 keeps theta here
-            rope_theta = _Reader(raw, src, (("rope_parameters.", rope_parameters),)).float("rope_theta")
+        rope_scaling, rope_parameters, rope_theta = _rope(r, raw, src)
+        research = raw.get("eagle3")
         return cls(
             raw=raw,
             source=src,
@@ -211,10 +237,57 @@ class DraftConfig:
             attention_bias=r.bool("attention_bias"),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
+            rope_parameters=rope_parameters,
+            trainer_ids=_ids(r.value(TRAINER_IDS_KEY), TRAINER_IDS_KEY, src),
+            target_layer_ids=_ids(raw.get(TARGET_LAYER_IDS_KEY), TARGET_LAYER_IDS_KEY, src),
+            injection_mode=_text(r.value(INJECTION_MODE_KEY), INJECTION_MODE_KEY, src),
+            aux_layer_bands=_bands(r.value(BANDS_KEY), src),
+            research_block=research if isinstance(research, dict) else None,
+            aliases=tuple(aliases),
         )
 
     def has(self, key: str) -> bool:
         return key in self.raw
+
+
+def _text(value: Any, where: str, source: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{where} is {value!r}, must be a string", path=source)
+
+
+def _bands(value: Any, source: str) -> list[list[int]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(band, list) for band in value):
+        raise ConfigError(f"{BANDS_KEY} is {value!r}, must be a list of id lists", path=source)
+    return [_ids(band, BANDS_KEY, source) or [] for band in value]
+
+
+def _rope(
+    r: _Reader, raw: dict[str, Any], src: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
+    """(the scaling that applies, rope_parameters as written, theta), the way transformers 5 merges the two keys.
+
+    transformers 5.23 ``modeling_rope_utils.py:776-777``: ``rope_parameters = rope_scaling or rope_parameters``, then
+    a ``rope_theta`` inside the dict wins over the top-level one (``:785``, ``:794``). A ``rope_parameters`` whose
+    ``rope_type`` is ``default`` carries only theta: no scaling. transformers 4 reads ``rope_scaling`` only."""
+    scaling, params = r.value("rope_scaling"), r.value("rope_parameters")
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ConfigError(f"rope_scaling is {scaling!r}, must be an object or null", path=src)
+    if params is not None and not isinstance(params, dict):
+        raise ConfigError(f"rope_parameters is {params!r}, must be an object or null", path=src)
+    merged = scaling or params
+    theta = None
+    if isinstance(merged, dict) and merged.get("rope_theta") is not None:
+        where = "rope_scaling." if scaling else "rope_parameters."
+        theta = _Reader(raw, src, ((where, merged),)).float("rope_theta")
+    if theta is None:
+        theta = r.float("rope_theta")
+    if scaling is None and isinstance(params, dict):
+        kind = params.get("rope_type", params.get("type"))
+        scaling = None if kind in (None, "default") else params
+    return scaling, params, theta
 
 
 @dataclass(frozen=True)
@@ -326,7 +399,10 @@ class TargetConfig:
             )
         outer_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
         inner_type = scope.get("model_type") if isinstance(scope.get("model_type"), str) else outer_type
-        rope_scaling = r.value("rope_scaling")
+        try:
+            rope_scaling, _, rope_theta = _rope(r, raw, src)
+        except ConfigError:  # a target's malformed rope keys are not the draft's problem: read as no scaling
+            rope_scaling, rope_theta = None, r.float("rope_theta")
         quant = raw.get("quantization_config") or scope.get("quantization_config")
         return cls(
             source=src,
@@ -337,8 +413,8 @@ class TargetConfig:
             hidden_size=hidden,
             vocab_size=r.int("vocab_size"),
             max_position_embeddings=r.int("max_position_embeddings"),
-            rope_theta=r.float("rope_theta"),
-            rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None,
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
             quantization_config=quant if isinstance(quant, dict) else None,
             nested_text_config=bool(text),
             architectures=tuple(a for a in raw.get("architectures") or () if isinstance(a, str)),

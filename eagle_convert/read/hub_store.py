@@ -71,10 +71,18 @@ def hf_client() -> Any:
 def _offline_check(ref: str) -> None:
     if hf_client().constants.is_offline_mode():
         raise HubError(
-            f"HF_HUB_OFFLINE is set, so the Hub repo {ref} cannot be read",
+            f"HF_HUB_OFFLINE is set, so the Hub repo {ref} cannot be read{_no_local_path(ref)}",
             path=ref,
-            hint="unset HF_HUB_OFFLINE, or `eagle-convert pull` it while online and pass the local copy",
+            hint="check the local path for a typo; for the Hub, unset HF_HUB_OFFLINE, or `eagle-convert pull` it "
+            "while online and pass the local copy",
         )
+
+
+def _no_local_path(ref: str) -> str:
+    """What to add to a Hub error when ``ref`` was only read as a repo id because no such local path exists."""
+    if ref.startswith(HUB_SCHEME):
+        return ""
+    return f"; no local path {ref} exists either (a missing owner/name path is read as a Hub repo id)"
 
 
 def translate_error(exc: Exception, ref: str) -> HubError:
@@ -83,11 +91,7 @@ def translate_error(exc: Exception, ref: str) -> HubError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, errors.RevisionNotFoundError):
         return HubError(f"revision not found: {first}", path=ref)
-    local = (
-        ""
-        if ref.startswith(HUB_SCHEME)
-        else f"; no local path {ref} exists either (a missing owner/name path is read as a Hub repo id)"
-    )
+    local = _no_local_path(ref)
     if isinstance(exc, errors.RepositoryNotFoundError):
         return HubError(f"repository not found, or private and the token cannot read it{local}", path=ref)
     if isinstance(exc, errors.HfHubHTTPError):

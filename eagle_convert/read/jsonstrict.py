@@ -35,7 +35,8 @@ def loads_strict(text: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise JsonSyntaxError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        # the stdlib's own sentence: "Unterminated string starting at: line 1 column 10 (char 9)"
+        raise JsonSyntaxError(f"invalid JSON: {exc}") from None
     except RecursionError:  # the C scanner stops cleanly at the interpreter's recursion limit
         raise JsonSyntaxError("invalid JSON: nesting too deep") from None
     except JsonSyntaxError:

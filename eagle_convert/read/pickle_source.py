@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import InputError
+from eagle_convert.errors import InputError, require_torch
 from eagle_convert.read.checkpoint import CONFIG_NAME, Checkpoint
 
 MIN_TORCH = (2, 10)
@@ -25,6 +25,7 @@ class PickleRefused(InputError):
 
 
 def _torch() -> Any:
+    require_torch("converting pickle weights (--allow-pickle)")
     import torch
 
     version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -62,6 +63,7 @@ def load_weights_only(path: Path) -> dict[str, Any]:
 
 def pickle_as_safetensors(ckpt: Checkpoint, staging: Path) -> Path:
     """Write ``ckpt``'s pickle weights as ``staging/model.safetensors`` next to a copy of its config."""
+    require_torch("converting pickle weights (--allow-pickle)")
     from safetensors.torch import save_file
 
     state: dict[str, Any] = {}

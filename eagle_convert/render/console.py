@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.render import detail
+from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.report import TENSOR_VALUES
@@ -29,15 +32,46 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 UNWRAPPED = 100_000  # the width of a stream that is not a terminal: one line per row, greppable, never wrapped
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)  # blanks before any closing colour codes
+
+
+class NoTrailingBlanks:
+    """A text stream that drops the blanks rich pads each line with (to the table's or the console's width): what
+    goes to a pipe, a file or a CI log ends where its text ends. Lines are written whole; a partial one waits for
+    its end or a flush."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.pending = stream, ""
+
+    def write(self, text: str) -> int:
+        whole, newline, self.pending = (self.pending + text).rpartition("\n")
+        if newline:
+            self.stream.write(_TRAILING.sub(r"\1", whole) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
 
 
 def _console(stream: TextIO) -> Console:
-    """A terminal's width; COLUMNS when set; otherwise (a pipe, a file) no wrapping at all."""
+    """A terminal's width; COLUMNS when set; otherwise (a pipe, a file) no wrapping at all. Off a terminal, lines
+    carry no trailing blanks."""
+    tty = stream.isatty()
     if os.environ.get("COLUMNS", "").isdigit():
         width: int | None = int(os.environ["COLUMNS"])
     else:
-        width = None if stream.isatty() else UNWRAPPED
-    return Console(file=stream, highlight=False, width=width)
+        width = None if tty else UNWRAPPED
+    return Console(file=stream if tty else NoTrailingBlanks(stream), highlight=False, width=width)  # type: ignore[arg-type]
 
 
 def stderr_console() -> Console:
@@ -116,7 +150,11 @@ def _fixable_footer(console: Console, rule_ids: list[str]) -> None:
         )
 
 
-def render_inspect(report: InspectReport, console: Console) -> None:
+def render_inspect(report: InspectReport, console: Console, verbosity: int = 0) -> None:
+    """The draft's tables, its findings and the summary line (-q: the summary line only; -v: also every tensor)."""
+    if verbosity < 0:
+        console.print(detail.inspect_summary(report), soft_wrap=True)
+        return
     doc = report.to_dict()
     fmt = doc["format"]
 
@@ -144,7 +182,12 @@ def render_inspect(report: InspectReport, console: Console) -> None:
         _render_aux(doc, console)
     _render_dims(doc, console)
     _render_tensors(doc, console)
-    render_findings(console, report.findings)
+    if verbosity > 0 and doc["tensors"]["items"]:
+        console.print(detail.tensors_table(doc))
+        console.print()
+    if report.findings:
+        render_findings(console, report.findings)
+    console.print(detail.inspect_summary(report), soft_wrap=True)
 
 
 def _render_aux(doc: dict[str, Any], console: Console) -> None:
@@ -162,7 +205,8 @@ def _render_aux(doc: dict[str, Any], console: Console) -> None:
         if "@" not in engine:
             continue  # "vllm"/"sglang" repeat the newest releases, listed by name below
         picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] is not None else "unknown"
-        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}")
+        unchecked = "" if engine in doc["engines"] else "  (not checked: not in --engine)"
+        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}{unchecked}")
     target = doc["target"]
     _row(
         layers,
@@ -255,23 +299,35 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
+class ByteProgress:
+    """The callback ``progress_bar`` yields: ``progress(n)`` advances it by n bytes; ``progress.total(n)`` sets the
+    bytes there are when the work learns it only once it starts (normalize plans before it writes)."""
+
+    def __init__(self, advance: Callable[[int], None], total: Callable[[int], None]) -> None:
+        self._advance, self._total = advance, total
+
+    def __call__(self, n: int) -> None:
+        self._advance(n)
+
+    def total(self, n: int) -> None:
+        self._total(n)
+
+
 @contextmanager
-def progress_bar(
-    enabled: bool, label: str = "writing", total: int | None = None
-) -> Iterator[Callable[[int], None] | None]:
-    """Bytes progress on stderr, ``total`` bytes when known: a bar on a terminal, plain periodic lines otherwise
-    (the first after ``PLAIN_INTERVAL`` seconds, so quick work prints nothing). Yields the callback to advance it."""
+def progress_bar(enabled: bool, label: str = "writing", total: int | None = None) -> Iterator[ByteProgress | None]:
+    """Bytes progress on stderr, ``total`` bytes when known (or once ``.total(n)`` says): a bar on a terminal, plain
+    periodic lines otherwise (the first after ``PLAIN_INTERVAL`` seconds, so quick work prints nothing)."""
     if not enabled:
         yield None
         return
     if not sys.stderr.isatty():
-        plain, done = PlainProgress(sys.stderr), [0]
+        plain, done, size = PlainProgress(sys.stderr), [0], [total]
 
         def advance(n: int) -> None:
             done[0] += n
-            plain.bytes(label, done[0], total)
+            plain.bytes(label, done[0], size[0])
 
-        yield advance
+        yield ByteProgress(advance, lambda n: size.__setitem__(0, n))
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
@@ -283,8 +339,8 @@ def progress_bar(
         console=Console(file=sys.stderr),
         transient=True,
     ) as bar:
-        task = bar.add_task("write", total=total)
-        yield lambda n: bar.advance(task, n)
+        task = bar.add_task("write", total=total, visible=total is not None)  # shown once its total is known
+        yield ByteProgress(lambda n: bar.advance(task, n), lambda n: bar.update(task, total=n, visible=True))
 
 
 @contextmanager
@@ -324,7 +380,11 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def render_normalize(report: NormalizeReport, console: Console) -> None:
+def render_normalize(report: NormalizeReport, console: Console, verbosity: int = 0) -> None:
+    """The plan or what was written, config changes, tensors and findings (-q: one summary line)."""
+    if verbosity < 0:
+        console.print(detail.normalize_summary(report), soft_wrap=True)
+        return
     doc = report.to_dict()
     verb = "Plan (dry run, nothing written)" if report.dry_run else "Written"
     head = _kv_table(f"{verb}: {report.source} -> {report.out}")
@@ -342,27 +402,39 @@ def render_normalize(report: NormalizeReport, console: Console) -> None:
     _row(head, "bytes", _human_bytes(doc["total_bytes"]))
     console.print(head)
     console.print()
-    changes = Table(title="Config changes", title_justify="left")
-    for column in ("key", "old", "new", "why"):
-        changes.add_column(column, overflow="fold")
-    for c in doc["config_changes"]:
-        old = "(absent)" if c["change"] == "added" else _short(c["old"])
-        new = "(removed)" if c["change"] == "removed" else _short(c["new"])
-        changes.add_row(Text(c["key"]), Text(old), Text(new), Text(c["why"]))
-    console.print(changes)
+    if doc["config_changes"]:
+        changes = Table(title="Config changes", title_justify="left")
+        for column in ("key", "old", "new", "why"):
+            changes.add_column(column, overflow="fold")
+        for c in doc["config_changes"]:
+            old = "(absent)" if c["change"] == "added" else _short(c["old"])
+            new = "(removed)" if c["change"] == "removed" else _short(c["new"])
+            changes.add_row(Text(c["key"]), Text(old), Text(new), Text(c["why"]))
+        console.print(changes)
+    else:
+        console.print("Config changes: none (the config already says everything explicitly)")
     console.print()
     moved = [t for t in doc["tensors"] if t["action"] != "keep"]
-    table = Table(title=f"Tensors: {len(doc['tensors'])} ({len(moved)} changed)", title_justify="left")
-    for column in ("action", "source", "target", "why"):
-        table.add_column(column, overflow="fold")
-    for t in moved:
-        table.add_row(t["action"], Text(t["source"] or "-"), Text(t["target"] or "-"), Text(t["why"]))
-    console.print(table)
+    title = f"Tensors: {len(doc['tensors'])} ({len(moved)} changed)"
+    if moved:
+        table = Table(title=title, title_justify="left")
+        for column in ("action", "source", "target", "why"):
+            table.add_column(column, overflow="fold")
+        for t in moved:
+            table.add_row(t["action"], Text(t["source"] or "-"), Text(t["target"] or "-"), Text(t["why"]))
+        console.print(table)
+    else:
+        console.print(f"{title}: every tensor keeps its name and bytes")
     console.print()
     render_findings(console, report.findings)
 
 
-def render_verify(report: VerifyReport, console: Console) -> None:
+def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) -> None:
+    """Findings, the probe, the rules that did not run, the engine run and the verdict (-q: the verdict only; -v:
+    also every rule with its outcome)."""
+    if verbosity < 0:
+        console.print(detail.verdict(report), soft_wrap=True)
+        return
     doc = report.to_dict()
     table = Table(title=f"verify {report.path} (level {report.level}, engine {report.engine})", title_justify="left")
     for column in ("rule", "severity", "where", "message"):
@@ -379,7 +451,8 @@ def render_verify(report: VerifyReport, console: Console) -> None:
         console.print(table)
         _fixable_footer(console, [f.rule_id for f in report.findings])
     if report.probe is not None:
-        console.print(_probe_table(report.probe.result))
+        console.print(probe_table(report.probe.result, console.width))
+    _render_not_run(doc["checks"], console)
     need_target = [c["rule_id"] for c in doc["checks"] if c["reason"] == "needs --target"]
     if need_target:
         console.print(
@@ -391,23 +464,34 @@ def render_verify(report: VerifyReport, console: Console) -> None:
             )
         )
     if report.engine_run:
-        render_engine_run(report.engine_run, console)
-    ran = sum(c["outcome"] != "skipped" for c in doc["checks"])
-    s = doc["summary"]
-    verdict = Text(
-        "PASS" if report.status == "pass" else "FAIL", style="bold green" if report.status == "pass" else "bold red"
-    )
-    console.print(
-        verdict,
-        Text(
-            f" {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info; "
-            f"{ran} of {len(doc['checks'])} rules ran; fail level {report.fail_level}"
-        ),
-    )
+        render_engine_run(report.engine_run, console, report.probe.result if report.probe is not None else None)
+    if verbosity > 0:
+        console.print(detail.checks_table(report))
+    console.print(detail.verdict(report), soft_wrap=True)
 
 
-def render_engine_run(run: dict[str, Any], console: Console) -> None:
-    """The engine level's table: what the engine measured and what it fed the draft."""
+def _render_not_run(checks: list[dict[str, Any]], console: Console) -> None:
+    """The rules that did not run, grouped by why (the level, the engines, a missing input); rules left out by
+    --select/--ignore are counted, not listed."""
+    why: dict[str, list[str]] = {}
+    for c in checks:
+        if c["outcome"] == "skipped":
+            why.setdefault(c["reason"], []).append(c["rule_id"])
+    if not why:
+        return
+    table = _kv_table(f"Rules not run: {sum(map(len, why.values()))} of {len(checks)}")
+    for reason, ids in why.items():
+        shown = f"{len(ids)} rule(s)" if reason == "not selected" else ", ".join(ids)
+        table.add_row(reason + (" (--select/--ignore)" if reason == "not selected" else ""), Text(shown))
+    console.print(table)
+
+
+def render_engine_run(run: dict[str, Any], console: Console, probe: ProbeResult | None = None) -> None:
+    """The engine level's table: what the engine measured and what it fed the draft; each acceptance length says
+    which text it was measured on (the probe table's, above, is on other text than the engine run)."""
+    if run.get("acceptance_measured") is False:
+        render_engine_load(run, console)
+        return
     table = Table(
         title=f"Engine run: {run['engine']} {run['version']} (runner {run['runner']}), {run['prompts']} prompts, "
         f"{run['tokens']} tokens, greedy",
@@ -422,8 +506,13 @@ def render_engine_run(run: dict[str, Any], console: Console) -> None:
     fed = f"hs{run['hidden_states']}" if run["hidden_states"] is not None else "not captured"
     flags = ", ".join(f"{k} {str(v).lower()}" for k, v in run["flags"].items() if isinstance(v, bool)) or "-"
     rows = (
-        ("mean acceptance length", f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts"),
+        (
+            "mean acceptance length",
+            f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts: the engine on its {run['prompts']} "
+            f"prompts, {run['tokens']} new tokens",
+        ),
         ("the probe on the same run", _same_run(run)),
+        *_probe_elsewhere(probe),
         ("accept rate per position", per_position),
         ("output equals target alone", lossless),
         ("hidden states fed to the draft", fed),
@@ -436,48 +525,69 @@ def render_engine_run(run: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
+def render_engine_load(run: dict[str, Any], console: Console) -> None:
+    """An engine run that loaded the draft and set up the capture without decoding (SGLang on a CPU): what the
+    engine read and built, where each file tensor went, and why acceptance was not measured."""
+    built = run.get("built_draft") or {}
+    table = Table(
+        title=f"Engine load: {run['engine']} {run['version']}, target {run.get('target_class') or '?'}; "
+        "acceptance not measured",
+        title_justify="left",
+        caption=run.get("not_measured"),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_header=False,
+    )
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    ids = run.get("requested_layers")
+    states = run.get("hidden_states")
+    tensors = run.get("tensors") or {}
+    dropped = run.get("dropped_tensors") or []
+    hot = built.get("hot_token_id")
+    rows = (
+        ("ids the engine read", str(ids) if ids is not None else "none: the engine's defaults"),
+        ("hidden states it captures", f"hs{states}" if states is not None else "-"),
+        ("draft class", str(built.get("class", "-"))),
+        ("K (fc)", f"{built.get('num_aux')}, fc {built.get('fc_shape')}"),
+        (
+            "norms built",
+            ", ".join(f"{k} {str(built.get(k)).lower()}" for k in ("fc_norm", "input_norm", "norm_output")),
+        ),
+        ("lm_head", str(built.get("lm_head", "-"))),
+        ("hot tokens (d2t)", f"{hot}" if hot is not None else "none"),
+        ("file tensors loaded", f"{len(tensors) - len(dropped)} of {len(tensors)}"),
+        ("dropped", ", ".join(dropped) or "none"),
+        ("load", f"{run['load_s']:.1f} s, engine peak memory {run['peak_rss_mib']:.0f} MiB RSS"),
+    )
+    for what, value in rows:
+        table.add_row(what, Text(value))
+    console.print(table)
+
+
 def _same_run(run: dict[str, Any]) -> str:
     if run.get("probe_acceptance_length") is None:
         return "not measured (the reference forward cannot run this draft)"
-    text = "" if run.get("probe_same_text") else " (its greedy text differs from the engine's in places)"
-    return f"acceptance length {run['probe_acceptance_length']:.3f}{text}"
-
-
-def _probe_table(p: ProbeResult) -> Table:
-    """The acceptance probe: each reading's top-1 and acceptance length with 95% intervals, and its paired
-    comparison with the configured reading (difference, sign test, verdict; "inconclusive" says so)."""
-    text = {"given": "given text", "sampled": "the target's sampled text", "greedy": "the target's greedy text"}
-    undecided = "" if p.decided else "; some comparisons are inconclusive"
-    probe = Table(
-        title=f"Acceptance probe: {p.positions} positions of {text.get(p.text, 'text')}, "
-        f"{p.steps}-step greedy chains ({p.device}, {p.dtype}){undecided}",
-        title_justify="left",
-        caption=f"norm_output {str(p.rows[0].norm_output).lower()} unless the reading says otherwise; "
-        "[ ]: 95% intervals; accept len: 1 + accepted tokens per draft/verify cycle; Δ top-1: paired difference "
-        "from the configured reading; p: sign test; diagnostic readings never raise a finding",
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
+    text = (
+        "the same text as the engine's"
+        if run.get("probe_same_text")
+        else "the reference target's greedy text, which differs from the engine's in places"
     )
-    probe.add_column("reading", ratio=1)
-    for column in ("hidden states", "top-1 [95% CI]", "accept len [95% CI]", "Δ top-1 [95% CI]", "p", "verdict"):
-        probe.add_column(column, no_wrap=True)
-    for row in p.rows:
-        configured = row.reading == p.configured
-        mark = " (configured)" if configured and row.reading != "configured" else ""
-        mark += " (diagnostic)" if row.diagnostic else ""
-        lo, hi = row.top1_ci
-        alo, ahi = row.acceptance_length_ci
-        verdict = row.verdict
-        if verdict == "inconclusive" and row.positions_needed:
-            verdict += f" (~{row.positions_needed} positions needed)"
-        dlo, dhi = row.delta_top1_ci
-        probe.add_row(
-            Text(row.reading + mark, style="bold" if row.reading == p.best else ""),
-            f"hs{row.hidden_states}",
-            f"{row.top1:.1%} [{lo:.1%}, {hi:.1%}]",
-            f"{row.acceptance_length:.3f} [{alo:.3f}, {ahi:.3f}]",
-            "" if configured else f"{row.delta_top1:+.1%} [{dlo:+.1%}, {dhi:+.1%}]",
-            "" if configured else f"{row.p_value:.0e}",
-            Text(verdict, style={"better": "bold red", "inconclusive": "yellow"}.get(verdict.split(" ")[0], "")),
-        )
-    return probe
+    return (
+        f"{run['probe_acceptance_length']:.3f}: the reference forward on the same prompts and new tokens, {text}; "
+        "equal to the engine's when the engine runs the draft as the weights need"
+    )
+
+
+def _probe_elsewhere(probe: ProbeResult | None) -> tuple[tuple[str, str], ...]:
+    """The probe table's configured acceptance length, and why it differs from the two above: other text."""
+    if probe is None or not any(r.reading == probe.configured for r in probe.rows):
+        return ()
+    row = probe.row(probe.configured)
+    return (
+        (
+            "the probe table above",
+            f"{row.acceptance_length:.3f} ({row.reading} row): measured on other text ({probe.positions} positions "
+            f"of {probe.sequences} sequences of its own prompts), so it differs from the two above",
+        ),
+    )

@@ -27,7 +27,7 @@ def write_json_value(value: Any) -> None:
 
 @contextmanager
 def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
-    """With ``--json``, bad input still gives one JSON object on stdout (schemas/error.schema.json), as
+    """With ``--json``, bad input still gives one JSON object on stdout (eagle_convert/schemas/error.schema.json), as
     ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
     from eagle_convert.errors import EagleConvertError
     from eagle_convert.version import SCHEMA_VERSION, __version__

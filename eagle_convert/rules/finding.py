@@ -26,12 +26,12 @@ class Finding:
     engine: str | None = None  # set when only one engine release is affected
 
     def inspect_json(self) -> dict[str, Any]:
-        """The fields of an ``inspect`` finding (schemas/inspect-report.schema.json)."""
+        """The fields of an ``inspect`` finding (eagle_convert/schemas/inspect-report.schema.json)."""
         return {k: getattr(self, k) for k in ("rule_id", "severity", "message", "subject", "expected", "actual")} | {
             "engine": self.engine
         }
 
     def verify_json(self) -> dict[str, Any]:
-        """The fields of a ``verify`` finding (schemas/verify-report.schema.json)."""
+        """The fields of a ``verify`` finding (eagle_convert/schemas/verify-report.schema.json)."""
         keys = ("rule_id", "severity", "message", "file", "pointer", "expected", "actual")
         return {k: getattr(self, k) for k in keys}

@@ -41,6 +41,12 @@ class Rule:
 
 # the fix of a rule normalize resolves by rewriting names or config
 _REWRITES = "run `eagle-convert normalize SRC OUT`: it rewrites this"
+# EC011/EC012: what normalize writes as architectures (normalize/profiles.py, engines.draft_architecture)
+_ARCHITECTURE = (
+    "run `eagle-convert normalize SRC OUT`: it writes the draft class both engines load (LlamaForCausalLMEagle3, "
+    "or Eagle3DeepseekV2ForCausalLM for MLA); not --profile speculators (Eagle3Speculator, which SGLang does not "
+    "load), and a draft with q/k norms has a vLLM class only"
+)
 
 _RULES = (
     Rule(
@@ -256,12 +262,16 @@ _RULES = (
             "draft as that model (random or missing weights)."
         ),
         engines=("sglang",),
+        fixable=True,
+        fix=_ARCHITECTURE,
     ),
     Rule(
         "EC012",
         "architecture-not-accepted",
         "error",
         summary="No entry of architectures is a draft class the chosen engine accepts.",
+        fixable=True,
+        fix=_ARCHITECTURE,
     ),
     Rule(
         "EC013",
@@ -284,6 +294,57 @@ _RULES = (
         engines=("sglang",),
     ),
     Rule(
+        "EC016",
+        "aux-injection-not-modelled",
+        "error",
+        summary=(
+            "The config sets eagle_aux_injection_mode to a mode other than fused_fc, or eagle_aux_layer_bands (the "
+            "AngelSlim research fork's banded, progressive and hawk drafts): the trainer mixes or routes the aux "
+            "states in a way no engine builds (neither SGLang 0.5.23 nor vLLM 0.33 reads either key), and "
+            "eagle-convert does not model it."
+        ),
+        fix=(
+            "serve it with the trainer's own runtime, or train a stock EAGLE3 draft (fused_fc); normalize cannot "
+            "turn band mixes or per-layer injection into one fc"
+        ),
+        blocks_normalize=True,
+    ),
+    Rule(
+        "EC017",
+        "draft-vocab-in-vocab-size",
+        "error",
+        summary=(
+            "The config has target_vocab_size and no draft_vocab_size, so vocab_size is the draft's vocabulary (the "
+            "speculators research trainers' layout); the engines read vocab_size as the target's and "
+            "draft_vocab_size as the draft's."
+        ),
+        fix="write vocab_size = the target's vocabulary (target_vocab_size) and draft_vocab_size = the draft's",
+        blocks_normalize=True,
+    ),
+    Rule(
+        "EC018",
+        "rope-keys-disagree",
+        "warning",
+        summary=(
+            "rope_scaling and rope_parameters are both set and disagree: transformers 5 applies rope_scaling "
+            "(modeling_rope_utils.py:776-777) and transformers 4 never reads rope_parameters, so which rotary "
+            "frequencies the draft gets depends on the loader."
+        ),
+        fix="keep one of the two keys, the one the draft was trained with",
+    ),
+    Rule(
+        "EC019",
+        "draft-model-type-of-target",
+        "warning",
+        summary=(
+            "A Llama-class MHA draft whose model_type is a target family's (gpt_oss, glm4_moe, kimi_k2, deepseek_*): "
+            "a loader parses the config with that family's config class, whose defaults for the keys the config "
+            "leaves out (head_dim, rope, partial_rotary_factor, attention_bias, sliding_window) are not Llama's."
+        ),
+        fixable=True,
+        fix="run `eagle-convert normalize SRC OUT`: it writes model_type llama for an MHA draft",
+    ),
+    Rule(
         "EC109",
         "aux-ids-wrong-location",
         "warning",
@@ -296,6 +357,36 @@ _RULES = (
         "aux-count-without-ids",
         "error",
         summary=("K differs from 3 but no aux-layer ids are written: the default capture is three layers."),
+    ),
+    Rule(
+        "EC111",
+        "target-class-without-eagle3",
+        "error",
+        summary=(
+            "The target's model class in a selected engine release cannot capture EAGLE3 aux states (its model "
+            "registry has no such method or interface for that class, nor for the fallback serving an unregistered "
+            "one): the release fails at start-up whatever the draft. The finding names the release, the class and "
+            "the line that fails."
+        ),
+        fix=(
+            "serve this target with a release whose finding does not name it, or with a target class that captures "
+            "(`eagle-convert engines` lists the classes of each release); a draft cannot change it"
+        ),
+    ),
+    Rule(
+        "EC112",
+        "aux-capture-off",
+        "error",
+        summary=(
+            "eagle_config.use_aux_hidden_state is false, so the release captures no aux states and feeds the "
+            "target's last hidden state, but the weights' fc was trained on several aux states: it is skipped at "
+            "load or never applied."
+        ),
+        fix=(
+            "drop use_aux_hidden_state: false from eagle_config (or set it true) and write the aux-layer ids the "
+            "draft was trained on"
+        ),
+        needs_headers=True,
     ),
     Rule(
         "EC209",
@@ -431,6 +522,22 @@ _RULES = (
         "warning",
         summary="target_hidden_size differs from hidden_size but no embed_tokens is shipped.",
         needs_headers=True,
+    ),
+    Rule(
+        "EC412",
+        "tensor-refused-at-load",
+        "error",
+        summary=(
+            "A selected release's draft loader refuses a tensor the checkpoint holds and the load fails before "
+            "serving: e.g. d2t when draft_vocab_size (or, when it is null or missing, vocab_size) equals the "
+            "target's vocab_size, where a loader builds no draft-to-target map and has no parameter to put it in."
+        ),
+        fix=(
+            "remove the refused tensor from the checkpoint: with draft_vocab_size equal to the target's vocabulary, "
+            "d2t is the identity and t2d all true, so delete both (or write the reduced draft vocabulary they map)"
+        ),
+        needs_headers=True,
+        engines=("vllm",),
     ),
     Rule(
         "EC501",
@@ -615,6 +722,37 @@ _RULES = (
             "float32 it points at the engine or the draft's integration)."
         ),
         level="engine",
+    ),
+    Rule(
+        "EC724",
+        "engine-dropped-trained-tensor",
+        "error",
+        summary=(
+            "Loaded by the engine, a trained tensor of the draft went into no parameter of the "
+            "draft module the engine built (every file tensor is looked up in the built "
+            "parameters, fused projections by row slices): the engine runs the draft without it."
+        ),
+        level="engine",
+        fixable=True,
+        fix=(
+            "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes the names and "
+            "flags the engine loads, then run the engine level again"
+        ),
+    ),
+    Rule(
+        "EC725",
+        "engine-built-untrained-flag",
+        "error",
+        summary=(
+            "The draft module the engine built differs from the weights in a trained switch "
+            "(fc_norm, input_norm, K of fc): read off the built module, not predicted."
+        ),
+        level="engine",
+        fixable=True,
+        fix=(
+            "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes every flag the "
+            "weights were trained with explicitly"
+        ),
     ),
 )
 

@@ -16,10 +16,12 @@ from eagle_convert.probe.target import Progress, Target, nearest_boundaries, rel
 from eagle_convert.probe.text import read_prompts
 from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.read.config import IDS_KEY
+from eagle_convert.read.safetensors_header import read_header
 from eagle_convert.reference import eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
+from eagle_convert.schemas import SAVED_STATES, violation
 
 LOW_AGREEMENT = 0.05
 
@@ -191,7 +193,7 @@ def _versus(row: ProbeRow) -> str:
     return (
         f"top-1 {row.delta_top1:+.1%} (95% CI {row.delta_top1_ci[0]:+.1%} to {row.delta_top1_ci[1]:+.1%}), "
         f"accepted tokens per position {row.delta_accepted:+.3f}, acceptance length {row.acceptance_length:.3f}, "
-        f"better at {row.wins} positions and worse at {row.losses}, sign test p = {row.p_value:.1e}"
+        f"better at {row.wins} positions and worse at {row.losses}, sign test p {row.p_text}"
     )
 
 
@@ -229,18 +231,32 @@ def match_saved_states(target_dir: str | Path, path: str | Path, compute: Comput
     return saved_states(Target(Path(target_dir), compute), path)
 
 
+_SAVED_HINT = (
+    "save token_ids [T] (integers) and hidden_states [K, T, Ht] (floats) in one safetensors file "
+    "(eagle_convert/schemas/saved-hidden-states.schema.json)"
+)
+
+
 def saved_states(target: Target, path: str | Path) -> SavedStates:
     """:func:`match_saved_states` against a loaded target."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    header = read_header(Path(path))  # checked against its schema before a tensor is read
+    wrong = violation({t.name: {"dtype": t.dtype, "shape": list(t.shape)} for t in header.tensors}, SAVED_STATES)
+    if wrong is not None:
+        raise InputError(f"saved hidden states{wrong.where()}: {wrong.reason}", path=path, hint=_SAVED_HINT)
     try:
         saved = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise InputError(f"cannot read saved hidden states: {exc}", path=path) from None
-    ids, states = saved.get("token_ids"), saved.get("hidden_states")
-    if ids is None or states is None or ids.dim() != 1 or states.dim() != 3 or states.shape[1] != ids.numel():
-        raise InputError("expected tensors token_ids [T] and hidden_states [K, T, Ht]", path=path)
+    ids, states = saved["token_ids"], saved["hidden_states"]
+    if states.shape[1] != ids.numel():
+        raise InputError(
+            f"saved hidden states: hidden_states holds {states.shape[1]} positions, token_ids {ids.numel()}",
+            path=path,
+            hint=_SAVED_HINT,
+        )
     out = target.run(ids.to(torch.int64), capture=range(target.num_layers + 1))
     matches = nearest_boundaries(states, {j: h.cpu() for j, h in out.hidden.items()})
     for m in matches:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.truth import DraftTruth, draft_truth
 from eagle_convert.engines import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
@@ -30,6 +31,16 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
     """Every way ``view`` differs from ``truth`` that loses acceptance or fails to load, as findings."""
     out: list[Finding] = []
     rel = view.release
+    if view.target_refusal is not None:
+        out.append(
+            finding(
+                "EC111",
+                f"{rel}: {view.target_refusal}" + _fix(False),
+                subject="architectures",
+                actual=view.target_class,
+                engine=rel,
+            )
+        )
     if view.draft_class is None:
         out.append(
             finding(
@@ -53,7 +64,7 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
             )
         )
     picked, trained = view.hidden_state_indices, truth.hidden_states
-    if picked is not None and trained is not None and picked != trained:
+    if view.aux_capture is not False and picked is not None and trained is not None and picked != trained:
         out.append(
             finding(
                 "EC104",
@@ -146,6 +157,39 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
     return out
 
 
+def tensor_findings(truth: DraftTruth, present: set[str], view: EngineView) -> list[Finding]:
+    """The checkpoint's tensors (local names) joined with what the release's loader does with them: a tensor it
+    refuses fails the load (EC412); with aux capture off, an fc trained on several aux states is lost (EC112)."""
+    out: list[Finding] = []
+    rel = view.release
+    for fate in view.tensor_fates:
+        if fate.fate == "refused" and fate.tensor in present:
+            out.append(
+                finding(
+                    "EC412",
+                    f"{rel} refuses the checkpoint's {fate.tensor} at load: {fate.why}" + _fix(False),
+                    subject=fate.tensor,
+                    engine=rel,
+                )
+            )
+    if view.aux_capture is False and "fc.weight" in present and truth.num_aux > 1:
+        fc = next((f for f in view.tensor_fates if f.tensor == "fc.weight"), None)
+        lost = f"fc.weight is {fc.fate}: {fc.why}" if fc is not None else "fc's input is one state, not K"
+        out.append(
+            finding(
+                "EC112",
+                f"{rel} captures no aux states (eagle_config.use_aux_hidden_state: false; "
+                f"{view.citations.get('hidden_state_indices', '')}) and feeds the target's last hidden state, but "
+                f"fc.weight was trained on K={truth.num_aux} aux states ({truth.num_aux_source}); {lost}" + _fix(False),
+                subject="eagle_config.use_aux_hidden_state",
+                expected=True,
+                actual=False,
+                engine=rel,
+            )
+        )
+    return out
+
+
 def _unknown_names(views: list[EngineView]) -> str:
     """What the releases do with names they have no parameter for: 'r1 refuses them at load; r2 drops them'."""
     refusing = [v.release for v in views if v.unknown_tensors == "refused"]
@@ -217,15 +261,27 @@ def target_model_type(spec: DraftSpec) -> str | None:
 
 
 def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
-    mt, n = target_model_type(spec), spec.target.num_hidden_layers
-    return [engine_view(r, spec.config.raw, target_model_type=mt, target_num_layers=n) for r in releases]
+    mt, n, target = target_model_type(spec), spec.target.num_hidden_layers, spec.target
+    return [
+        engine_view(
+            r,
+            spec.config.raw,
+            target_model_type=mt,
+            target_num_layers=n,
+            target_architecture=target.architecture,
+            target_vocab_size=target.vocab_size,
+        )
+        for r in releases
+    ]
 
 
 def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[EngineView]) -> list[Finding]:
     """One finding per difference between the truth and a selected release's view."""
-    truth = draft_truth(spec, tensor_names)
+    names = list(tensor_names)
+    truth = draft_truth(spec, names)
+    present = {split_name(n).local for n in names}
     out = naming_findings(truth, chosen)
-    out += [f for view in chosen for f in release_findings(truth, view)]
+    out += [f for view in chosen for f in (*release_findings(truth, view), *tensor_findings(truth, present, view))]
     if truth.hidden_states is None:
         clash = disagreement(chosen)
         if clash is not None:

@@ -45,7 +45,7 @@ class VerifyReport:
         return {"errors": counts["error"], "warnings": counts["warning"], "infos": counts["info"]}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract, validated by schemas/verify-report.schema.json."""
+        """The JSON contract, validated by eagle_convert/schemas/verify-report.schema.json."""
         return {
             "schema_version": SCHEMA_VERSION,
             "tool": TOOL,

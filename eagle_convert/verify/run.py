@@ -6,6 +6,7 @@ it. ``static`` reads config and headers only and never imports torch; ``tensors`
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -14,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.engines import Release, engine_level_engine, resolve_engines
-from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError, check_choice
+from eagle_convert.engines import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
+from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError, check_choice, require_torch
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES, finding
+from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
+from eagle_convert.schemas import Violation, violation
+from eagle_convert.schemas import load as load_schema
 from eagle_convert.verify.context import CONFIG, Context, config_pointer, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
@@ -69,53 +73,54 @@ def load_settings(start: Path) -> dict[str, Any]:
     return {}
 
 
-# The keys of [tool.eagle-convert] and what each may hold (None: a rule list, a string or a list of strings;
-# "engines": what --engine takes, checked by resolve_engines).
-SETTINGS: dict[str, tuple[str, ...] | str | None] = {
-    "engine": "engines",
-    "fail-level": FAIL_LEVELS,
-    "select": None,
-    "ignore": None,
-}
-
-
 def _check_settings(settings: dict[str, Any], path: Path) -> None:
-    """Unknown keys and bad values are usage errors naming pyproject.toml (a typo must not be ignored silently)."""
-    for key, value in settings.items():
-        if key not in SETTINGS:
-            close = [k for k in SETTINGS if k.replace("-", "") == key.replace("-", "").replace("_", "")]
+    """The table against eagle_convert/schemas/settings.schema.json, then the values the schema cannot know (engine
+    releases, rule ids); every mistake is a usage error naming pyproject.toml and the key (a typo must not be
+    ignored silently)."""
+    wrong = violation(settings, SETTINGS_SCHEMA)
+    if wrong is not None:
+        raise _settings_error(wrong, path)
+    if "engine" in settings:
+        try:
+            resolve_engines(settings["engine"])
+        except UsageError as exc:
             raise UsageError(
-                f"unknown key {key!r} in [tool.eagle-convert]",
-                path=path,
-                hint=(f"did you mean {close[0]!r}? " if close else "")
-                + f"the keys are {', '.join(SETTINGS)} (docs/ci.md)",
-            )
-        choices = SETTINGS[key]
-        if choices == "engines":
-            try:
-                resolve_engines(value if isinstance(value, str) else "")
-            except UsageError as exc:
-                raise UsageError(
-                    f"[tool.eagle-convert] engine = {value!r}: {exc.cause}", path=path, hint=exc.hint
-                ) from None
-            continue
-        if isinstance(choices, tuple) and value not in choices:
-            raise UsageError(
-                f"[tool.eagle-convert] {key} = {value!r} is not one of {', '.join(choices)}",
-                path=path,
-                hint=f"set {key} to one of {', '.join(choices)}",
-            )
-        if choices is None:
-            if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
-                raise UsageError(
-                    f"[tool.eagle-convert] {key} must be a list of rule ids or prefixes",
-                    path=path,
-                    hint=f'write it like {key} = ["EC1", "EC306"]',
-                )
-            try:
-                parse_rule_list(value)
-            except UsageError as exc:
-                raise UsageError(f"[tool.eagle-convert] {key}: {exc.cause}", path=path, hint=exc.hint) from None
+                f"[tool.eagle-convert] engine = {settings['engine']!r}: {exc.cause}", path=path, hint=exc.hint
+            ) from None
+    for key in ("select", "ignore"):
+        try:
+            parse_rule_list(settings.get(key))
+        except UsageError as exc:
+            raise UsageError(f"[tool.eagle-convert] {key}: {exc.cause}", path=path, hint=exc.hint) from None
+
+
+def _settings_error(wrong: Violation, path: Path) -> UsageError:
+    """A schema violation of [tool.eagle-convert] said as the user wrote it: the key, its value, what it must be."""
+    keys = tuple(load_schema(SETTINGS_SCHEMA)["properties"])
+    if wrong.keyword == "additionalProperties":
+        unknown = next(k for k in wrong.value if k not in keys)
+        close = [k for k in keys if k.replace("-", "") == unknown.replace("-", "").replace("_", "")]
+        return UsageError(
+            f"unknown key {unknown!r} in [tool.eagle-convert]",
+            path=path,
+            hint=(f"did you mean {close[0]!r}? " if close else "") + f"the keys are {', '.join(keys)} (docs/ci.md)",
+        )
+    key = str(wrong.location[0]) if wrong.location else ""
+    spec = load_schema(SETTINGS_SCHEMA)["properties"].get(key, {})
+    if "enum" in spec:
+        choices = ", ".join(spec["enum"])
+        return UsageError(
+            f"[tool.eagle-convert] {key} = {wrong.value!r} is not one of {choices}",
+            path=path,
+            hint=f"set {key} to one of {choices}",
+        )
+    examples = spec.get("examples", [])
+    return UsageError(
+        f"[tool.eagle-convert] {key}{wrong.where()[len(key) + 1 :]} must be {spec.get('title', 'valid')}: "
+        f"{wrong.reason}",
+        path=path,
+        hint=f"write it like {key} = {json.dumps(examples[0])}" if examples else f"see {key} in docs/ci.md",
+    )
 
 
 def _has_weights(target: Path) -> bool:
@@ -149,7 +154,7 @@ def verify_checkpoint(
     path: str | Path,
     *,
     target: str | Path | None = None,
-    engine: str = "both",
+    engine: str = DEFAULT_ENGINES,
     level: str = "static",
     strict: bool = False,
     fail_level: str = "error",
@@ -180,6 +185,8 @@ def verify_checkpoint(
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
     check_choice("level", level, LEVELS)
+    if LEVELS.index(level) >= LEVELS.index("tensors"):  # tensor values and forward passes need the reference extra
+        require_torch(f"--level {level}")
     if level in ("target", "engine") and target is None:
         raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
     if level == "engine":  # fail fast, before the probe runs, when there is no engine to run
@@ -202,7 +209,10 @@ def verify_checkpoint(
     if ckpt.revision is not None and level != "static":
         raise UsageError(
             f"--level {level} reads tensor values; a Hub repo is verified with --level static",
-            hint=f"`eagle-convert pull {path} DIR` first, then verify DIR",
+            hint=f"`eagle-convert pull {path} DIR` first, then `eagle-convert verify DIR --level {level}"
+            + (f" --target {target}" if target is not None else "")
+            + (f" --engine {engine}" if engine != DEFAULT_ENGINES else "")
+            + "`",
         )
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
