@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from eagle_convert.draft.expected import expected_tensors
 from eagle_convert.engines import engine_view
@@ -23,6 +24,8 @@ from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_specs
 from fixtures.real import real_shape_specs
 
+SCHEMAS = Path(__file__).resolve().parent.parent / "eagle_convert" / "schemas"
+VALIDATOR = Draft202012Validator(json.loads((SCHEMAS / "inspect-report.schema.json").read_text()))
 H = 64
 BASE: dict[str, Any] = {
     "architectures": ["LlamaForCausalLMEagle3"],
@@ -63,7 +66,9 @@ def draft(tmp_path: Path, weights: bool = True, **overrides: Any) -> Path:
 
 
 def inspect(path: Path, target: TargetConfig | None = TARGET) -> dict[str, Any]:
-    return inspect_checkpoint(path, target=target, engine="all").to_dict()
+    doc = inspect_checkpoint(path, target=target, engine="all").to_dict()
+    VALIDATOR.validate(doc)
+    return doc
 
 
 def rules(doc: dict[str, Any]) -> set[str]:

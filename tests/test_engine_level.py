@@ -33,7 +33,7 @@ def test_missing_engine_environment_is_one_error_line_with_the_install_hint(fx: 
     lines = r.stderr.strip().splitlines()
     assert [ln.split(":")[0] for ln in lines] == ["Error", "Hint"], r.stderr
     assert "/nonexistent/bin/python does not exist" in lines[0]
-    assert "scripts/engine-env" in lines[1]
+    assert "eagle-convert engine-env" in lines[1]
     assert "Traceback" not in r.stderr
 
 

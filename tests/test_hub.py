@@ -115,6 +115,11 @@ def test_push_then_pull_round_trip(hub: FakeHub, fx: Path, clean_draft: Path, tm
     assert {k for k in pushed[0].files if k != ".gitattributes"} == names
     assert json.loads(pushed[0].files["verify-report.json"])["status"] == "pass"
 
+    downloads = len([r for r in hub.requests if r.method == "GET" and "/resolve/" in r.path])
+    listed = pull_checkpoint("org/published", tmp_path / "pulled", dry_run=True)
+    assert listed.dry_run and {f.name for f in listed.files} == verified and not (tmp_path / "pulled").exists()
+    assert [f.size for f in listed.files] == [(clean_draft / f.name).stat().st_size for f in listed.files]
+    assert len([r for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]) == downloads
     pulled = pull_checkpoint("org/published", tmp_path / "pulled")
     for name in verified:
         assert (tmp_path / "pulled" / name).read_bytes() == (clean_draft / name).read_bytes(), name

@@ -182,6 +182,9 @@ def test_the_wheel_installs_a_torch_free_core_and_the_reference_extra(fx: Path, 
         hub.add_repo("owner/draft", good)
         loopback = {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_loopback", "HF_HOME": str(tmp_path / "hf-home"),
                     "HF_HUB_DISABLE_TELEMETRY": "1", "NO_PROXY": "127.0.0.1,localhost"}  # fmt: skip
+        listed = _tool(core, "pull", "owner/draft", "pulled", "--dry-run", cwd=work, env=loopback)
+        assert listed.returncode == 0 and "would pull owner/draft" in listed.stdout, listed.stderr
+        assert not (work / "pulled").exists()
         pulled = _tool(core, "pull", "owner/draft", "pulled", cwd=work, env=loopback)
         assert pulled.returncode == 0 and (work / "pulled" / "config.json").is_file(), pulled.stderr
         assert any(r.method == "GET" and "owner/draft" in r.path for r in hub.requests)  # from the loopback Hub

@@ -1,15 +1,24 @@
 """The acceptance probe on a real target: SmolLM2-135M-Instruct and the committed draft trained on its hs[4, 13, 25].
 
 Expected values come from how the draft was trained (fixtures/smollm2_pair.py: top-level ids [4, 13, 25] input-to,
-norm_output false), not from the probe's own output. The probe runs with its defaults (no text given); the target's
-text is generated once per process and shared by the probes of the variant configs (probe_target.generated).
+norm_output false), not from the probe's own output. The probe runs with its defaults (no text given).
+
+One target load and one probe text serve the whole module: ``loaded`` opens the pair once, ``probe_text`` is the
+default probe's text (its first round), generated once and kept by probe_target.generated for every later probe of
+the same target (the verify calls of the variant configs, normalize --aux-convention auto) and for the step-by-step
+check; :func:`test_each_text_was_generated_once` holds the module to it. The target's per-token work is small, so it
+runs on one thread: on a shared two-core machine two OpenMP threads per process stall each other (measured: a
+[2, 576] x [576, 1536] linear 0.16 ms on one thread, 1.7-3.8 ms on two; the module took 20 minutes on two).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -27,12 +36,49 @@ from fixtures.smollm2_pair import HIDDEN_STATE_INDICES, smollm2_pair
 
 pytestmark = pytest.mark.slow
 TRUE = HIDDEN_STATE_INDICES
+GENERATED: Counter[tuple[Any, ...]] = Counter()  # (prompts, new tokens, eos) -> times the target generated it
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread_and_counted_texts() -> Iterator[None]:
+    """One torch thread for the module (see the module docstring), and every text the target generates counted."""
+    threads, generate = torch.get_num_threads(), probe_target._generate_text
+
+    def counted(target: Any, prompts: Any, text: str, *args: Any) -> Any:
+        GENERATED[(tuple(map(tuple, prompts)), text, *args[-2:])] += 1  # args[-2:]: new tokens, eos
+        return generate(target, prompts, text, *args)
+
+    torch.set_num_threads(1)
+    probe_target._generate_text = counted  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        probe_target._generate_text = generate  # type: ignore[assignment]
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
 def pair() -> tuple[Path, Path]:
     pytest.importorskip("tokenizers")
     return smollm2_pair()
+
+
+@pytest.fixture(scope="module")
+def loaded(pair: tuple[Path, Path]) -> tuple[probe.LoadedDraft, probe_target.Target]:
+    """The pair opened once: the draft detected against the target, and the target."""
+    target_dir, draft_dir = pair
+    return probe.open_pair(draft_dir, target_dir, CPU_FLOAT32)
+
+
+@pytest.fixture(scope="module")
+def probe_text(
+    pair: tuple[Path, Path], loaded: tuple[probe.LoadedDraft, probe_target.Target]
+) -> list[probe_target.Chunk]:
+    """The default probe's text: the target's greedy continuations of the first ROUND default prompts, as
+    probe.run_probe_on generates them (the same call, so every probe in the module finds it generated)."""
+    _, target = loaded
+    prompts = prompt_pool(pair[0], target.vocab_size)[:ROUND]
+    return probe_target.generated(target, prompts, "greedy", TRUE, None)
 
 
 def _variant(draft: Path, out: Path, **changes: object) -> Path:
@@ -111,15 +157,15 @@ def test_normalize_auto_resolves_the_convention(pair: tuple[Path, Path], tmp_pat
     assert "output-of hs[4, 13, 25]" in written["eagle_convert"]["convention_measured"]
 
 
-def test_acceptance_length_matches_a_step_by_step_draft_verify_cycle(pair: tuple[Path, Path]) -> None:
+def test_acceptance_length_matches_a_step_by_step_draft_verify_cycle(
+    loaded: tuple[probe.LoadedDraft, probe_target.Target], probe_text: list[probe_target.Chunk]
+) -> None:
     """The probe's engine-style acceptance against an independent simulation: at each cycle the draft sees only the
     prefix (its chain run on tokens up to the current position), the target's greedy text decides what is accepted,
     and decoding continues after the accepted tokens and the target's own token."""
-    target_dir, draft_dir = pair
-    draft, target = probe.open_pair(draft_dir, target_dir, CPU_FLOAT32)
+    draft, target = loaded
     cfg, weights, embed = draft.cfg, draft.weights, draft.embedding(target)
-    prompts = prompt_pool(target_dir, target.vocab_size)[:ROUND]
-    chunks = probe_target.generated(target, prompts[:2], "greedy", TRUE, None)  # two of the default probe's texts
+    chunks = probe_text[:2]  # two of the default probe's texts
     reading = probe.Reading("configured", tuple(TRUE), False)
     steps, ours, theirs = 3, [], []
     for chunk in chunks:
@@ -138,18 +184,19 @@ def test_acceptance_length_matches_a_step_by_step_draft_verify_cycle(pair: tuple
     assert abs(sum(ours) / len(ours) - sum(theirs) / len(theirs)) <= 0.02
 
 
-def test_engine_run_prediction_counts_cycles_as_a_literal_decode_loop(pair: tuple[Path, Path]) -> None:
+def test_engine_run_prediction_counts_cycles_as_a_literal_decode_loop(
+    pair: tuple[Path, Path], loaded: tuple[probe.LoadedDraft, probe_target.Target]
+) -> None:
     """predict_engine_run against speculative decoding written out step by step, as the engines run it: the target's
     prefill yields the first new token; each cycle the draft proposes `steps` tokens from the last verified one, the
     target accepts the longest matching prefix and adds its own token; a prompt is done once `new_tokens` are out
     (the last cycle still verifies its whole chain, past the limit), whatever the end-of-sequence token (the engine
-    level ignores it)."""
-    target_dir, draft_dir = pair
-    draft, target = probe.open_pair(draft_dir, target_dir, CPU_FLOAT32)
+    level ignores it). The text is the one the prediction generates (the same call: generated once)."""
+    draft, target = loaded
     cfg, weights, embed = draft.cfg, draft.weights, draft.embedding(target)
-    prompts = prompt_pool(target_dir, target.vocab_size)[:3]
+    prompts = prompt_pool(pair[0], target.vocab_size)[:3]
     steps, new_tokens = 3, 40
-    text = probe_target.generated(target, prompts, "greedy", TRUE, None, new_tokens + 16, ignore_eos=True)
+    text = probe_target.generated(target, prompts, "greedy", TRUE, None, new_tokens + steps, ignore_eos=True)
     cycles, outputs = [], []
     for prompt, chunk in zip(prompts, text, strict=True):
         ids = chunk.ids.tolist()
@@ -166,7 +213,13 @@ def test_engine_run_prediction_counts_cycles_as_a_literal_decode_loop(pair: tupl
             cycles.append(accepted)
             done += accepted + 1
         outputs.append(ids[len(prompt) : len(prompt) + new_tokens])
-    predicted = probe.predict_engine_run(draft_dir, target_dir, prompts, new_tokens, steps=steps)
+    predicted = probe.predict_engine_run_on(draft, target, prompts, new_tokens, steps=steps)
     assert predicted.cycles == len(cycles) > 3 * (new_tokens // (steps + 1))
     assert predicted.acceptance_length == pytest.approx(1 + sum(cycles) / len(cycles), abs=1e-4)
     assert predicted.outputs == outputs
+
+
+def test_each_text_was_generated_once() -> None:
+    """The module's probes and checks shared their texts (the default probe's, the engine run's): none was
+    generated twice, which is what made this module slow."""
+    assert GENERATED and max(GENERATED.values()) == 1, {k[1:]: n for k, n in GENERATED.items()}

@@ -30,7 +30,10 @@ def engine_env(
     from eagle_convert.render.json_output import write_json_value
 
     chosen = recipe("sglang" if sglang else "vllm", cuda)
-    done = build(chosen, path, base_python=python, log=lambda line: sys.stderr.write(line + "\n"))
+    def log(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    done = build(chosen, path, base_python=python, log=log)
     doc = {
         "recipe": done.recipe,
         "path": str(done.path),

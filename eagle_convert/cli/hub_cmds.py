@@ -20,15 +20,28 @@ def pull(
     tokenizer: bool = typer.Option(False, "--tokenizer", help="Also download tokenizer files."),
     force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
     token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List the files a pull would download (sizes, sha256); download and write nothing."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Write the file list (with sha256) as JSON."),
 ) -> None:
     """Download only what a draft needs, check sizes and sha256 against the Hub, then validate it."""
     from eagle_convert.hub.publish import pull_checkpoint
     from eagle_convert.render.json_output import write_json
 
-    report = pull_checkpoint(repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force)
+    report = pull_checkpoint(
+        repo, out, allow_pickle=allow_pickle, tokenizer=tokenizer, token=token, force=force, dry_run=dry_run
+    )
     if as_json:
         write_json(asdict(report))
+    elif report.dry_run:
+        total = sum(f.size for f in report.files)
+        sys.stdout.write(
+            f"would pull {report.repo_id}@{report.revision} into {report.out}: {len(report.files)} file(s), "
+            f"{total / 2**20:.1f} MiB (nothing downloaded)\n"
+        )
+        for f in report.files:
+            sys.stdout.write(f"  {f.name}  {f.size} bytes  {f.sha256 or '(git blob)'}\n")
     else:
         sys.stdout.write(
             f"pulled {report.repo_id}@{report.revision} into {report.out}: "

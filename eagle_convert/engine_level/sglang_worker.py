@@ -1,14 +1,47 @@
-"""Runs inside an SGLang environment on a GPU box (see sglang_runner): greedy EAGLE3 decoding with SGLang's offline
-``Engine``, and the target alone for comparison. Imports nothing from eagle-convert. Untested on CPU machines."""
+"""Runs inside an SGLang environment (``scripts/engine-env --sglang``), one draft per process, in one of two modes
+(see sglang_runner). Imports nothing from eagle-convert but the kernel stand-in (``sglang_standin/``).
+
+``load`` (a CPU, ``SGLANG_USE_CPU_ENGINE=1``): SGLang's own Scheduler is built in this process, as its
+``run_scheduler_process`` builds it (sglang/srt/managers/scheduler.py, 0.5.23): parallel init (gloo, world size 1),
+the target ``TpModelWorker`` (the target's ``load_weights``), ``EAGLEWorkerV2`` with its draft worker (the draft's
+``load_weights``). Its next step, the KV-cache pool (``Scheduler.init_memory_pools``), calls the first CPU kernel
+(``sgl_kernel.copy_all_layer_kv_cache_cpu``, the pool's warm-up copy); the stand-in raises there and the worker
+takes the half-built Scheduler from that frame. It then runs the rest of start-up that needs no kernel, in the
+Scheduler's order: the end of the draft's ``alloc_memory_pool`` (``init_token_map``, ``init_lm_head``:
+eagle_worker_v2.py:243-257), and the target's ``init_attention_backends`` (model_runner.py:1105-1117), whose first
+statement is ``configure_aux_hidden_state_capture``: the target's ``set_eagle3_layers_to_capture`` with the ids
+SGLang read. Its next statement builds the attention backend, which needs the pool, and fails; that failure is
+where the run stops. A failure inside the capture set-up itself (a target class without EAGLE3 capture) is
+SGLang's refusal and ends the process with SGLang's error.
+
+The result says what SGLang read and built, all taken off its objects: the ids, the target's
+``layers_to_capture``, the draft module's switches, and where each tensor of the draft's file went (found by value
+in the draft's parameters; fused ``qkv_proj``/``gate_up_proj`` by row slices). Nothing is decoded.
+
+``decode`` (a GPU with SGLang's kernels): greedy EAGLE3 decoding with SGLang's offline ``Engine``, and the target
+alone for comparison. Untested on CPU machines.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+STANDIN = Path(__file__).resolve().with_name("sglang_standin")  # holds the stand-in ``sgl_kernel`` package
+POOL_TOKENS = 1024  # the KV pool SGLang sizes (and allocates) before its first kernel call: small, it is never used
+NOT_MEASURED = (
+    "acceptance not measured: SGLang's CPU kernels (sgl-kernel CPU build) are not on the package index; the run stops "
+    "after the draft is loaded and the aux capture is configured"
+)
+
+
+# ------------------------------------------------------------------------------------------------------- decode
 
 
 def _generate(engine: Any, prompts: list[list[int]], max_tokens: int) -> list[dict[str, Any]]:
@@ -17,7 +50,7 @@ def _generate(engine: Any, prompts: list[list[int]], max_tokens: int) -> list[di
     return out
 
 
-def run(request: dict[str, Any]) -> dict[str, Any]:
+def decode(request: dict[str, Any]) -> dict[str, Any]:
     import sglang
 
     common = {"model_path": request["target"], "skip_tokenizer_init": True, "dtype": request["dtype"]}
@@ -36,6 +69,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     engine.shutdown()
     result: dict[str, Any] = {
         "version": sglang.__version__,
+        "mode": "decode",
         "outputs": [list(o["output_ids"]) for o in outputs],
         "completion_tokens": sum(int(o["meta_info"]["completion_tokens"]) for o in outputs),
         "verify_steps": sum(int(o["meta_info"].get("spec_verify_ct", 0)) for o in outputs),
@@ -47,14 +81,314 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         alone_outputs = _generate(alone, request["prompts"], request["max_tokens"])
         result["baseline_outputs"] = [list(o["output_ids"]) for o in alone_outputs]
         alone.shutdown()
-    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mib"] = _peak_rss_mib()
     return result
 
 
+# --------------------------------------------------------------------------------------------------------- load
+
+
+def load(request: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's start-up on a CPU up to the aux capture; what it read and built (the module docstring)."""
+    (draft,) = request["drafts"]
+    sgl_kernel = _import_sglang_cpu()
+    import sglang
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.model_executor.model_runner_components import attention_backend_setup
+    from sglang.srt.server_args import ServerArgs
+
+    launch = LAUNCHES.get(sglang.__version__)
+    if launch is None:
+        raise RuntimeError(f"no start-up sequence for SGLang {sglang.__version__} (known: {', '.join(LAUNCHES)})")
+    started = time.perf_counter()
+    server_args = ServerArgs(
+        model_path=request["target"],
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path=draft,
+        speculative_num_steps=request["k"],
+        speculative_eagle_topk=1,
+        speculative_num_draft_tokens=request["k"] + 1,
+        device="cpu",  # the attention backend is SGLang's CPU default (intel_amx on x86: platform_hook.py:158-166)
+        skip_tokenizer_init=True,
+        dtype=request["dtype"],
+        disable_cuda_graph=True,
+        max_total_tokens=POOL_TOKENS,
+    )
+    scheduler = _build_until_first_kernel(Scheduler, launch(server_args), sgl_kernel.StandinCalled)
+    eagle = scheduler.draft_worker.draft_worker  # EAGLEWorkerV2 -> EagleDraftWorker
+    eagle.init_token_map()
+    eagle.init_lm_head()
+    target_runner = scheduler.tp_worker.model_runner
+    _init_attention_backends_until_the_pool(target_runner, attention_backend_setup.configure_aux_hidden_state_capture)
+    load_s = time.perf_counter() - started
+
+    target, built = target_runner.model, eagle.draft_runner.model
+    return {
+        "version": sglang.__version__,
+        "mode": "load",
+        "not_measured": NOT_MEASURED,
+        "target_class": type(target).__name__,
+        "ids_read": _ids(target_runner.spec_aux_config.eagle_aux_hidden_state_layer_ids),
+        "layers_to_capture": _layers_to_capture(target),
+        "draft": _built_draft(built, target),
+        "tensors": placements(Path(draft), built),
+        "standin_calls": list(sgl_kernel.CALLS),
+        "load_s": round(load_s, 3),
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _import_sglang_cpu() -> Any:
+    """Import SGLang's CPU path (with the stand-in ``sgl_kernel`` first on the path); the stand-in module."""
+    os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's CPU platform (sglang/srt/platforms/__init__.py:50)
+    if str(STANDIN) not in sys.path:
+        sys.path.insert(0, str(STANDIN))
+    import sgl_kernel  # SGLang's CPU path imports its *_cpu kernels at import time
+
+    if not getattr(sgl_kernel, "STANDIN", False):  # an sgl_kernel imported before this one would win
+        raise RuntimeError(f"{sgl_kernel.__file__} is not eagle-convert's stand-in: uninstall sgl-kernel")
+    import sglang.srt.managers.scheduler  # noqa: F401 (the whole import chain, once, before any fork)
+
+    return sgl_kernel
+
+
+def _launch_0_5_23(server_args: Any) -> Callable[[], Any]:
+    """What SGLang 0.5.23 does before it builds the Scheduler: Engine._launch_subprocesses (entrypoints/engine.py,
+    less _set_envs_and_config: NCCL/CUDA variables and ulimit, which nothing here reads), then run_scheduler_process
+    (managers/scheduler.py) for rank 0 of world size 1. Returns the Scheduler's construction."""
+    from sglang.srt.managers.scheduler import Scheduler, configure_scheduler_process
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.runtime_context import SpawnRanks, publish, spawn_world_rank
+    from sglang.srt.server_args import PortArgs
+    from sglang.srt.utils import configure_logger
+
+    configure_logger(server_args)
+    server_args.resolve_once()
+    load_plugins()
+    server_args.check_server_args()
+    port_args = PortArgs.init_new(server_args)
+    ranks = SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0), dp_rank=None, gpu_id=0)
+    publish(server_args, role="scheduler", ranks=ranks)
+    configure_scheduler_process(server_args, 0)
+    return lambda: Scheduler(server_args, port_args)
+
+
+def _launch_0_5_16(server_args: Any) -> Callable[[], Any]:
+    """The same for SGLang 0.5.16, whose scheduler takes its ranks as arguments (no runtime context to publish)."""
+    from sglang.srt.managers.scheduler import Scheduler, configure_scheduler_process
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.server_args import PortArgs
+    from sglang.srt.utils import configure_logger
+
+    configure_logger(server_args)
+    server_args.check_server_args()
+    port_args = PortArgs.init_new(server_args)
+    load_plugins()
+    # gpu_id, tp_rank, attn_cp_rank, moe_dp_rank, moe_ep_rank, pp_rank, dp_rank
+    dp_rank = configure_scheduler_process(server_args, 0, 0, 0, 0, 0, 0, None)
+    # gpu_id, tp_rank, moe_ep_rank, pp_rank, attn_cp_rank, moe_dp_rank, dp_rank
+    return lambda: Scheduler(server_args, port_args, 0, 0, 0, 0, 0, 0, dp_rank)
+
+
+LAUNCHES: dict[str, Callable[[Any], Callable[[], Any]]] = {"0.5.23": _launch_0_5_23, "0.5.16": _launch_0_5_16}
+
+
+def _build_until_first_kernel(scheduler_class: Any, construct: Callable[[], Any], standin_called: type) -> Any:
+    """The Scheduler as released (``construct``), stopped by the first stand-in kernel it calls; the Scheduler as
+    far as it got (taken from its ``__init__`` frame), with its target and draft workers built."""
+    try:
+        return construct()  # a build with real kernels goes all the way
+    except standin_called as exc:
+        tb, scheduler = exc.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is scheduler_class.__init__.__code__:
+                scheduler = tb.tb_frame.f_locals["self"]
+            tb = tb.tb_next
+        if scheduler is None or getattr(scheduler, "draft_worker", None) is None:
+            raise RuntimeError(f"SGLang called a CPU kernel before its draft worker was built: {exc}") from exc
+        return scheduler
+
+
+def _init_attention_backends_until_the_pool(runner: Any, configure: Any) -> None:
+    """The target runner's ``init_attention_backends``: its first statement configures the aux capture; the
+    statements after it build the attention backend on the KV pool that was never built, and fail. A failure in the
+    capture set-up itself is SGLang's verdict on the pair, and is raised."""
+    try:
+        runner.init_attention_backends()
+    except Exception as exc:
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is configure.__code__:
+                raise
+            tb = tb.tb_next
+        print(f"[eagle-convert] stopped after the aux capture set-up: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _ids(ids: Any) -> list[int] | None:
+    return None if ids is None else [int(i) for i in ids]
+
+
+def _layers_to_capture(target: Any) -> list[int] | None:
+    """The capture set the target's ``set_eagle3_layers_to_capture`` stored (on the inner model for most classes)."""
+    for holder in (getattr(target, "model", None), target, getattr(target, "language_model", None)):
+        captured = getattr(holder, "layers_to_capture", None) if holder is not None else None
+        if captured is not None:
+            return [int(i) for i in captured]
+    return None
+
+
+def _built_draft(model: Any, target: Any) -> dict[str, Any]:
+    inner = model.model
+    fc = getattr(inner, "fc", None)
+    hot = getattr(model, "hot_token_id", None)
+    return {
+        "class": type(model).__name__,
+        "num_aux": _opt_int(getattr(inner, "num_aux_hidden_states", None)),
+        "fc_shape": list(fc.weight.shape) if fc is not None else None,
+        "fc_norm": getattr(inner, "fc_norm", None) is not None,
+        "input_norm": getattr(inner, "input_norm", None) is not None,
+        "norm_output": bool(getattr(inner, "norm_output", False)),
+        "norm_before_residual": _norm_before_residual(inner),
+        "lm_head": "shared" if _shares_head(model, target) else "loaded",
+        "hot_token_id": None if hot is None else int(hot.shape[0]),
+        "num_layers": len(inner.layers) if hasattr(inner, "layers") else 1,
+    }
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _norm_before_residual(inner: Any) -> bool | None:
+    """The switch where the draft class has one (SGLang's Llama draft layer reads none: None)."""
+    layers = getattr(inner, "layers", None) or [getattr(inner, "midlayer", None)]
+    values = {getattr(layer, "norm_before_residual", None) for layer in layers if layer is not None}
+    values.discard(None)
+    return bool(values.pop()) if values else None
+
+
+def _shares_head(model: Any, target: Any) -> bool:
+    """Whether the draft's lm_head weight is the target's own tensor (its lm_head, or its embedding when tied)."""
+    head = getattr(getattr(model, "lm_head", None), "weight", None)
+    if head is None:
+        return False
+    ours = [getattr(getattr(target, "lm_head", None), "weight", None)]
+    ours.append(getattr(getattr(getattr(target, "model", None), "embed_tokens", None), "weight", None))
+    return any(t is not None and t.data_ptr() == head.data_ptr() and t.shape == head.shape for t in ours)
+
+
+# --------------------------------------------------------------------------------------------- tensor placement
+
+
+def placements(draft: Path, model: Any) -> dict[str, dict[str, Any]]:
+    """For each tensor in the draft's safetensors files: the parameter of the built draft that holds its values
+    (``rows``: [start, stop) when it is a row slice of a fused parameter), or ``param`` None when none does.
+
+    A tensor whose elements are all equal (a unit norm weight) proves nothing by value, so it counts only in a
+    parameter whose name ends like its own (e.g. ``fc_norm.1.weight``); ``d2t`` is found in ``hot_token_id``,
+    which SGLang computes from it as ``d2t + arange``."""
+    import torch
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())
+    hot = getattr(model, "hot_token_id", None)
+    if hot is not None:
+        params["hot_token_id"] = hot.cpu() - torch.arange(hot.shape[0], device="cpu")  # = d2t (llama_eagle3.py)
+    out: dict[str, dict[str, Any]] = {}
+    for shard in sorted(draft.glob("*.safetensors")):
+        with safe_open(str(shard), "pt") as f:
+            for name in f.keys():
+                out[name] = _place(name, f.get_tensor(name), params)
+    return out
+
+
+def _place(name: str, tensor: Any, params: dict[str, Any]) -> dict[str, Any]:
+    distinctive = tensor.numel() > 1 and not bool((tensor == tensor.reshape(-1)[0]).all())
+    best: tuple[int, int, str, list[int] | None] | None = None
+    for pname, param in params.items():
+        score = _common_suffix(name, pname)
+        if not distinctive and score < 2:
+            continue
+        rows = _rows(tensor, param.detach())
+        if rows is False:
+            continue
+        key = (1 if rows is None else 0, score, pname, rows)  # a whole parameter first, then the closer name
+        if best is None or key[:2] > best[:2]:
+            best = key
+    if best is None:
+        return {"param": None, "rows": None}
+    return {"param": best[2], "rows": best[3]}
+
+
+def _common_suffix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(reversed(a.split(".")), reversed(b.split(".")), strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _rows(tensor: Any, param: Any) -> list[int] | bool | None:
+    """None: ``param`` equals ``tensor``; [a, b]: ``param[a:b]`` does; False: neither."""
+    import torch
+
+    if param.dim() != tensor.dim() or param.shape[1:] != tensor.shape[1:] or param.shape[0] < tensor.shape[0]:
+        return False
+    value = tensor.to(device=param.device, dtype=param.dtype)
+    if param.shape == value.shape:
+        return None if torch.equal(param, value) else False
+    r = value.shape[0]
+    first = (param == value[0]).reshape(param.shape[0], -1).all(dim=1).nonzero().flatten().tolist()
+    for a in first:
+        if a + r <= param.shape[0] and torch.equal(param[a : a + r], value):
+            return [a, a + r]
+    return False
+
+
+def _peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run(request: dict[str, Any]) -> None:
+    result = load(request) if request.get("mode", "decode") == "load" else decode(request)
+    Path(request["result_path"]).write_text(json.dumps(result), encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
-    request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    Path(request["result_path"]).write_text(json.dumps(run(request)), encoding="utf-8")
-    return 0
+    """``python -m ...sglang_worker REQUEST.json [REQUEST.json ...]``. One request runs in this process. Several
+    (``load`` requests only, each with its own ``result_path`` and ``log_path``) share one import of SGLang: each
+    runs in a child forked after the import, since SGLang's start-up publishes process-wide state (its runtime
+    context, the gloo group) that a second start-up in the same process would find taken. Exit 1 when any failed."""
+    requests = [json.loads(Path(a).read_text(encoding="utf-8")) for a in argv[1:]]
+    if len(requests) == 1:
+        run(requests[0])
+        return 0
+    if any(r.get("mode") != "load" for r in requests):
+        raise SystemExit("several requests in one process: load mode only")
+    _import_sglang_cpu()
+    failed = 0
+    for request in requests:
+        pid = os.fork()
+        if pid == 0:  # the child: one start-up, its output in the request's log
+            code = 1
+            try:
+                with open(request["log_path"], "wb") as log:
+                    os.dup2(log.fileno(), 1)
+                    os.dup2(log.fileno(), 2)
+                run(request)
+                code = 0
+            except BaseException:  # noqa: BLE001 (the child reports any failure in its log and exits 1)
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        failed += os.waitstatus_to_exitcode(status) != 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

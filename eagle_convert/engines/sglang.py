@@ -379,11 +379,12 @@ def _mla_class(version: str) -> DraftClass:
 _UNREGISTERED = {
     "GptOssForCausalLMEagle3": "a SpecForge draft class (the Llama draft with GPT-OSS's MoE MLP)",
     "Glm4MoeForCausalLMEagle3": "TorchSpec's GLM-4-MoE draft class (the Llama draft with a DeepSeek-V3 MoE block)",
-    "Eagle3DeepseekV3ForCausalLM": "vLLM's alias of its MLA draft class; SGLang's MLA class is "
+    "Eagle3DeepseekV3ForCausalLM": "another engine's alias of its MLA draft class; SGLang's MLA class is "
     "Eagle3DeepseekV2ForCausalLM",
     "DeepSeekForCausalLMEagle3": "a trainer's deferred DeepSeek draft name, registered nowhere",
     "LlamaForCausalLMEagle3Gated": "TorchSpec's depth-gated Llama draft (shared, depth-0 and depth-N MLPs)",
-    "Eagle3LlamaForCausalLM": "AngelSlim's (and vLLM's) name for the Llama draft; SGLang's is LlamaForCausalLMEagle3",
+    "Eagle3LlamaForCausalLM": "AngelSlim's name for the Llama draft (another engine's class); SGLang's is "
+    "LlamaForCausalLMEagle3",
 }
 
 

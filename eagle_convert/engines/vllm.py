@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from eagle_convert.engines import target_classes
 from eagle_convert.engines.model import (
     IDS_KEY,
     Behaviour,
@@ -26,11 +25,10 @@ from eagle_convert.engines.model import (
     Cite,
     DraftClass,
     Release,
-    TargetClasses,
-    TensorFate,
     ids_at,
     int_list,
 )
+from eagle_convert.engines.vllm_loading import REFUSE_UNPLACED, TENSOR_LINES, target_classes_of, tensor_fates
 
 # How a deployment serves a target with an EAGLE3 draft (the --speculative-config JSON of `vllm serve`); the model
 # card shows it with k = steps draft tokens per cycle.
@@ -133,38 +131,6 @@ def _capture(_model_type: str | None) -> Capture:
     return _CAPTURE
 
 
-# ---- which target classes capture at all: SupportsEagle3 (model_executor/models/interfaces.py) ---------------------
-
-_REFUSAL = {  # start-up raises RuntimeError("Model does not support EAGLE3 interface") when aux capture is on
-    "v2": _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "28-29 (v1/worker/gpu/model_runner.py:412-416)"),
-    "v1": _c("v1/worker/gpu_model_runner.py", "5173-5177"),
-    "default": _c(
-        "v1/worker/gpu_model_runner.py", "5591-5595 (V1; V2: v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:18-19)"
-    ),
-}
-
-
-def _target_classes(version: str, runner: str) -> TargetClasses:
-    """The registered target architectures whose class has SupportsEagle3 among its bases, read from the wheel
-    (engines/target_classes.py); an architecture vLLM does not register is served by the Transformers backend,
-    whose classes implement it."""
-    key = f"vllm {version}"
-    return TargetClasses(
-        eagle3={arch: _c(*where.rsplit(":", 1)) for arch, where in target_classes.EAGLE3[key].items()},
-        without=frozenset(target_classes.WITHOUT[key]),
-        refusal=_REFUSAL[runner],
-        fallback="the Transformers backend (when transformers implements the class compatibly)",
-        fallback_eagle3=True,
-        fallback_cite=_c(
-            "model_executor/models/registry.py",
-            "1443-1472, model_executor/models/transformers/base.py:116"
-            if version == "0.33"
-            else "1346-1375, model_executor/models/transformers/base.py:103",
-        ),
-        registered=target_classes.REGISTERED[key],
-    )
-
-
 # whether the runner asks the target for aux states at all: eagle_config.use_aux_hidden_state, default true
 AUX_V2 = _c("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "15-22")
 AUX_V1 = _c("v1/spec_decode/llm_base_proposer.py", "1674-1687 (v1/worker/gpu_model_runner.py:651-655, 5170-5171)")
@@ -186,82 +152,6 @@ def aux_capture_0_28(raw: Mapping[str, Any], target: str | None) -> tuple[bool |
     if target in _V2_TARGETS_0_28:
         return True, AUX_V2_0_28
     return (True if _use_aux(raw) else None), RUNNER_0_28  # off on V1 only: depends on the target
-
-
-# ---- what the loaders do with d2t, t2d and fc (per draft class module; lines of 0.33 and 0.28) --------------------
-
-# module -> (draft_vocab_size null -> vocab_size, the draft_id_to_target_id parameter, d2t renamed, t2d skipped,
-#            fc skipped when use_aux_hidden_state is false (None: the class always builds and loads fc))
-_TENSOR_LINES: dict[str, dict[str, tuple[str | None, str, str, str, str | None]]] = {
-    "0.33": {
-        "llama_eagle3": (
-            "314-316",
-            "338-345 (only when draft_vocab_size != the target's)",
-            "428-430",
-            "426-427",
-            "462-463",
-        ),
-        "qwen3_eagle3": (
-            "293-295",
-            "317-324 (only when draft_vocab_size != the target's)",
-            "406-408",
-            "404-405",
-            "440-441",
-        ),
-        "deepseek_eagle3": (
-            "283-285",
-            "307-314 (only when draft_vocab_size != the target's)",
-            "378-380",
-            "376-377",
-            None,
-        ),
-    },
-    "0.28": {
-        "llama_eagle3": (None, "304-307 (always)", "389-391", "387-388", "423-424"),
-        "qwen3_eagle3": (None, "314-317 (always)", "399-401", "397-398", "433-434"),
-        "deepseek_eagle3": (None, "310-313 (always)", "377-379", "375-376", None),
-    },
-}
-REFUSE_UNPLACED = {"0.33": "model_executor/models/utils.py:441-448", "0.28": "model_executor/models/utils.py:388-394"}
-
-
-def _vocab(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _tensor_fates(version: str):  # type: ignore[no-untyped-def]
-    def fates(raw: Mapping[str, Any], cls: str | None, target_vocab: int | None) -> tuple[TensorFate, ...]:
-        module = (cls or "").split(".")[0]
-        if module not in _TENSOR_LINES[version]:
-            return ()
-        null, param, d2t, t2d, fc = _TENSOR_LINES[version][module]
-        f = f"vllm/model_executor/models/{module}.py"
-        out: list[TensorFate] = []
-        own_vocab = _vocab(raw.get("vocab_size")) or _vocab(ids_at(raw, "transformer_layer_config", "vocab_size"))
-        draft_vocab = _vocab(raw.get("draft_vocab_size")) or own_vocab  # missing or null: vocab_size (null lines)
-        vocab, whose = (target_vocab, "the target's") if target_vocab else (own_vocab, "vocab_size (the target's)")
-        if null is None:
-            out.append(TensorFate("d2t", "loaded", f"into draft_id_to_target_id ({f}:{param}, {d2t})"))
-        elif draft_vocab is not None and vocab is not None and draft_vocab == vocab:
-            out.append(
-                TensorFate(
-                    "d2t",
-                    "refused",
-                    f"draft_vocab_size {draft_vocab} equals {whose}: no draft_id_to_target_id parameter is built "
-                    f'({f}:{null}, {param}), so the renamed d2t ({d2t}) has no parameter: ValueError "There is no '
-                    f"module or parameter named 'draft_id_to_target_id'\" (vllm/{REFUSE_UNPLACED[version]})",
-                )
-            )
-        elif draft_vocab is not None and vocab is not None:
-            out.append(TensorFate("d2t", "loaded", f"into draft_id_to_target_id ({f}:{param}, {d2t})"))
-        out.append(TensorFate("t2d", "dropped", f"skipped ({f}:{t2d})"))
-        if fc is not None and not _use_aux(raw):
-            out.append(
-                TensorFate("fc.weight", "dropped", f"skipped without a word: use_aux_hidden_state false ({f}:{fc})")
-            )
-        return tuple(out)
-
-    return fates
 
 
 # ---- draft classes -----------------------------------------------------------------------------------------------
@@ -551,11 +441,11 @@ def _release(
     extra: tuple[Behaviour, ...] = (),
     **kw: Any,
 ) -> Release:
-    targets = _target_classes(version, runner)
+    targets = target_classes_of(version, runner)
     aux = {"v2": aux_capture_v2, "v1": aux_capture_v1, "default": aux_capture_0_28}[runner]
     aux_cite = {"v2": AUX_V2, "v1": AUX_V1, "default": AUX_V1_0_28}[runner]
     llama = "model_executor/models/llama_eagle3.py"
-    lines = _TENSOR_LINES[version]["llama_eagle3"]
+    lines = TENSOR_LINES[version]["llama_eagle3"]
     return Release(
         name=f"vllm@{version}" + ("-v1" if runner == "v1" else ""),
         engine="vllm",
@@ -622,7 +512,7 @@ def _release(
         ),
         target_classes=targets,
         aux_capture=aux,
-        tensor_fates=_tensor_fates(version),
+        tensor_fates=tensor_fates(version),
         **kw,
     )
 

@@ -47,6 +47,7 @@ class PullReport:
     revision: str
     out: str
     files: list[TransferFile] = field(default_factory=list)
+    dry_run: bool = False  # nothing was downloaded: the files are what a pull would fetch, as the Hub lists them
 
 
 def repo_ref(ref: str) -> tuple[str, str | None]:
@@ -102,8 +103,10 @@ def pull_checkpoint(
     tokenizer: bool = False,
     token: str | None = None,
     force: bool = False,
+    dry_run: bool = False,
 ) -> PullReport:
-    """Download the draft files of ``ref`` into ``out``: checked, validated, then renamed into place."""
+    """Download the draft files of ``ref`` into ``out``: checked, validated, then renamed into place. ``dry_run``:
+    list what would be downloaded (names, sizes and sha256 as the Hub lists them) and write nothing."""
     repo_id, revision = repo_ref(ref)
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
@@ -116,6 +119,9 @@ def pull_checkpoint(
     if not any(n.endswith(SAFETENSORS_SUFFIX) or n.endswith(PICKLE_SUFFIXES) for n in names):
         hint = "its weights are pickle: pass --allow-pickle to download them" if skipped_pickle else None
         raise HubError("the repo has no safetensors weights", path=ref, hint=hint)
+    if dry_run:
+        listed = [TransferFile(n, store.files[n].size, store.files[n].sha256) for n in names]
+        return PullReport(repo_id, store.sha, str(out), listed, dry_run=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
     hf = hf_client()

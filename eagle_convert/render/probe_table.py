@@ -27,7 +27,6 @@ class _Column:
     key: str  # what the caption explains
     header: str
     cell: Callable[[ProbeRow, bool], str]  # (row, is the configured row) -> text
-    justify: str = "left"
 
 
 def _ci(interval: list[float], fmt: str) -> str:
@@ -110,8 +109,8 @@ def _width(p: ProbeResult, columns: tuple[_Column, ...]) -> int:
     widths = [max(_len(c.header), *(_len(c.cell(r, r.reading == p.configured)) for r in p.rows)) for c in columns]
     widths.append(max(_len("verdict"), *(_len(r.verdict) for r in p.rows)))
     names = [_reading(p, r, _HIDDEN in columns) for r in p.rows]
-    words = max(cell_len(w) for name in names for w in name.split())
-    reading = min(max(_READING_MIN, words), max(_len(name) for name in names))
+    words = max((cell_len(w) for name in names for w in name.split()), default=0)
+    reading = min(max(_READING_MIN, words), max((_len(name) for name in names), default=0))
     return sum(widths) + reading + 3 * (len(widths) + 1) + 1
 
 
@@ -160,7 +159,7 @@ def _caption(p: ProbeResult, columns: tuple[_Column, ...]) -> str:
             "leans on and never raise a finding"
         )
     left_out = [_NAMES[k] for k in _ALL if k not in shown and k in _NAMES]
-    if ci is False:
+    if not ci:
         left_out.append("95% intervals")
     if left_out:
         parts.append(f"too narrow for {', '.join(left_out)}: widen the console or use --format json")

