@@ -174,7 +174,14 @@ def test_d2t_is_refused_by_vllm_0_33_when_the_vocabularies_are_equal() -> None:
     # 0.28 builds the parameter always (llama_eagle3.py:304-307); SGLang turns d2t into hot_token_id
     # (SG/models/llama_eagle3.py:350-353) and skips t2d (:355-356)
     for name in ("vllm@0.28", "sglang@0.5.23", "sglang@0.5.16"):
-        assert fates(name, {"vocab_size": 256, "draft_vocab_size": 256}) == {"d2t": "loaded", "t2d": "dropped"}
+        equal = fates(name, {"vocab_size": 256, "draft_vocab_size": 256})
+        assert {k: equal[k] for k in ("d2t", "t2d")} == {"d2t": "loaded", "t2d": "dropped"}
+    # SGLang's Llama draft: a tied head drops the file's lm_head (both releases); 0.5.16 has no input_norm at all
+    for name in ("sglang@0.5.23", "sglang@0.5.16"):
+        assert fates(name, {"tie_word_embeddings": True})["lm_head.weight"] == "dropped"
+        assert "lm_head.weight" not in fates(name, {"tie_word_embeddings": False})
+    assert fates("sglang@0.5.16", {})["input_norm.weight"] == "dropped"
+    assert "input_norm.weight" not in fates("sglang@0.5.23", {})
 
 
 # ---- the gate -------------------------------------------------------------------------------------------------------

@@ -251,3 +251,11 @@ def test_an_interrupted_pull_resumes(hub: FakeHub, clean_draft: Path, tmp_path: 
     assert not staging.exists()
     for p in clean_draft.iterdir():
         assert (tmp_path / "draft" / p.name).read_bytes() == p.read_bytes()
+
+
+def test_an_hf_scheme_that_went_through_a_path_argument_still_names_the_hub() -> None:
+    """typer hands path arguments over as pathlib.Path, which spells hf://owner/name as hf:/owner/name."""
+    from eagle_convert.read.hub_store import hub_repo_ref, parse_repo_ref
+
+    for text in ("hf://owner/name@main", str(Path("hf://owner/name@main"))):
+        assert parse_repo_ref(text) == ("owner/name", "main") == hub_repo_ref(text)

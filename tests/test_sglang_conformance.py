@@ -38,17 +38,19 @@ OLD_RELEASE_VENV = ".venv-sglang-0.5.16"  # scripts/engine-env --sglang-release 
 
 
 def _sglang_or_skip(release: str) -> Path:
-    if release != "0.5.23":
-        python = base.PACKAGE_ROOT / OLD_RELEASE_VENV / "bin" / "python"
-        if python.is_file():
-            return python
-        pytest.skip(f"no SGLang {release} environment: build it with scripts/engine-env --sglang-release {release}")
+    """The Python of the SGLang ``release`` environment; skip (fail in CI) when it is not built."""
     try:
-        return engine_python(engine="sglang")
+        if release == "0.5.23":
+            return engine_python(engine="sglang")
+        python = base.PACKAGE_ROOT / OLD_RELEASE_VENV / "bin" / "python"
+        if not python.is_file():
+            raise EngineNotInstalledError(f"no SGLang {release} environment: {python.parent.parent} does not exist")
+        return python
     except EngineNotInstalledError as exc:
+        build = "scripts/engine-env --sglang" + ("" if release == "0.5.23" else f"-release {release}")
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the SGLang conformance tests, but {exc.message}")
-        pytest.skip(f"{exc.message} (build it with scripts/engine-env --sglang)")
+            pytest.fail(f"CI must run the SGLang {release} conformance tests, but {exc.message}")
+        pytest.skip(f"{exc.message} (build it with {build})")
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ def _against_the_engine_model(release: str, case: Case, result: dict[str, Any], 
 # SmolLM2 draft's eagle_config ids are [3, 12, 24] (N = 30); the tiny targets have N = 8.
 AS_TRAINED, DEFAULTS_30, DEFAULTS_8 = [4, 13, 25], [2, 15, 27], [2, 4, 5]
 FAMILIES = ("qwen3", "qwen3_moe", "deepseek_v3", "gpt_oss")
+IDS = ("[1, 3, 5]", "[2, 3, 5]", "[2, 4, 8]")
 EXPECTED_0_5_23: dict[str, list[int] | str] = {
     "top-level ids as trained": DEFAULTS_30,  # no eagle_config: the top-level ids are never read
     "top-level and eagle_config ids": AS_TRAINED,
@@ -257,17 +260,24 @@ EXPECTED_0_5_23: dict[str, list[int] | str] = {
     "qwen3_moe: eagle_config ids [2, 4, 8]": "index 9 is out of range",
     "deepseek_v3: eagle_config ids [2, 4, 8]": [2, 4, 8],  # as-is; hs[8] is never reached (packer error at run time)
     "gpt_oss: eagle_config ids [2, 4, 8]": [2, 4, 8],  # largest id is N: as-is (hs[8], before the final norm)
+    # Gemma 2 has no set_eagle3_layers_to_capture, but start-up fails before the capture set-up would refuse it
+    # (attention_backend_setup.py:54-60): the draft's init_lm_head asks the target for get_embed_and_head, which
+    # Gemma2ForCausalLM lacks (speculative/eagle_worker_v2.py:339, :383, pp_draft_embedding.py:95)
+    **{f"gemma2: {case}": "get_embed_and_head" for case in ("no ids", *(f"eagle_config ids {ids}" for ids in IDS))},
 }
 # Where SGLang and the engine model (engines/sglang.py) differ: what SGLang does, with its lines.
 KNOWN_DISAGREEMENTS_0_5_23 = {
-    "lm_head tied": "SGLang ties the draft's lm_head to its embed_tokens (models/llama_eagle3.py:303-304), which "
-    "init_lm_head then replaces by the target's embedding (speculative/eagle_worker_v2.py:336-363, models/llama.py:"
-    "910-918); the file's lm_head.weight has no parameter and is skipped silently (llama_eagle3.py:372-378). The "
-    "engine model has no tensor fate for it (it predicts nothing dropped but t2d).",
     "qwen3_moe: eagle_config ids [2, 4, 8]": "SGLang refuses to start: Qwen3MoeForCausalLM's "
     "set_eagle3_layers_to_capture (models/qwen3_moe.py:1128-1143) hands [3, 5, 9] to its Qwen2MoeModel base's, "
     "which indexes self.layers[9] (models/qwen2_moe.py:1153-1156): IndexError. The engine model says 'hs[9] is "
     "never reached: capture is short', as for a dense Qwen3 target, which does start.",
+}
+# The same for 0.5.16 (its own lines), which has no expectation table of its own: the engine model's record for it
+# is checked against what it does.
+KNOWN_DISAGREEMENTS_0_5_16 = {
+    "qwen3_moe: eagle_config ids [2, 4, 8]": "As in 0.5.23: Qwen3MoeForCausalLM.set_eagle3_layers_to_capture "
+    "(models/qwen3_moe.py:1068-1084) hands [3, 5, 9] to Qwen2MoeModel's, which indexes self.layers[9] "
+    "(models/qwen2_moe.py:876-879): IndexError at start-up. The engine model says the capture is short.",
 }
 
 
@@ -280,7 +290,7 @@ def _names() -> list[str]:
 
 def test_every_case_has_an_expectation() -> None:
     assert sorted(_names()) == sorted(EXPECTED_0_5_23)
-    assert set(KNOWN_DISAGREEMENTS_0_5_23) <= set(EXPECTED_0_5_23)
+    assert set(KNOWN_DISAGREEMENTS_0_5_23) | set(KNOWN_DISAGREEMENTS_0_5_16) <= set(EXPECTED_0_5_23)
 
 
 @pytest.mark.engine

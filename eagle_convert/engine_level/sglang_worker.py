@@ -1,9 +1,10 @@
-"""Runs inside an SGLang environment (``scripts/engine-env --sglang``), one draft per process, in one of two modes
-(see sglang_runner). Imports nothing from eagle-convert but the kernel stand-in (``sglang_standin/``).
+"""Runs inside an SGLang environment (``scripts/engine-env --sglang``), one SGLang start-up per draft, in one of two
+modes (see sglang_runner). Imports nothing from eagle-convert but the kernel stand-in (``sglang_standin/``).
 
 ``load`` (a CPU, ``SGLANG_USE_CPU_ENGINE=1``): SGLang's own Scheduler is built in this process, as its
-``run_scheduler_process`` builds it (sglang/srt/managers/scheduler.py, 0.5.23): parallel init (gloo, world size 1),
-the target ``TpModelWorker`` (the target's ``load_weights``), ``EAGLEWorkerV2`` with its draft worker (the draft's
+``run_scheduler_process`` builds it (sglang/srt/managers/scheduler.py; the lines below are 0.5.23's, and
+:data:`LAUNCHES` has the releases whose launch is written here): parallel init (gloo, world size 1), the target
+``TpModelWorker`` (the target's ``load_weights``), ``EAGLEWorkerV2`` with its draft worker (the draft's
 ``load_weights``). Its next step, the KV-cache pool (``Scheduler.init_memory_pools``), calls the first CPU kernel
 (``sgl_kernel.copy_all_layer_kv_cache_cpu``, the pool's warm-up copy); the stand-in raises there and the worker
 takes the half-built Scheduler from that frame. It then runs the rest of start-up that needs no kernel, in the
@@ -11,8 +12,8 @@ Scheduler's order: the end of the draft's ``alloc_memory_pool`` (``init_token_ma
 eagle_worker_v2.py:243-257), and the target's ``init_attention_backends`` (model_runner.py:1105-1117), whose first
 statement is ``configure_aux_hidden_state_capture``: the target's ``set_eagle3_layers_to_capture`` with the ids
 SGLang read. Its next statement builds the attention backend, which needs the pool, and fails; that failure is
-where the run stops. A failure inside the capture set-up itself (a target class without EAGLE3 capture) is
-SGLang's refusal and ends the process with SGLang's error.
+where the run stops. A failure inside the capture set-up itself (a target class without EAGLE3 capture, a layer
+index out of range) is SGLang's refusal and ends the process with SGLang's error.
 
 The result says what SGLang read and built, all taken off its objects: the ids, the target's
 ``layers_to_capture``, the draft module's switches, and where each tensor of the draft's file went (found by value
@@ -193,7 +194,9 @@ def _launch_0_5_16(server_args: Any) -> Callable[[], Any]:
 LAUNCHES: dict[str, Callable[[Any], Callable[[], Any]]] = {"0.5.23": _launch_0_5_23, "0.5.16": _launch_0_5_16}
 
 
-def _build_until_first_kernel(scheduler_class: Any, construct: Callable[[], Any], standin_called: type) -> Any:
+def _build_until_first_kernel(
+    scheduler_class: Any, construct: Callable[[], Any], standin_called: type[BaseException]
+) -> Any:
     """The Scheduler as released (``construct``), stopped by the first stand-in kernel it calls; the Scheduler as
     far as it got (taken from its ``__init__`` frame), with its target and draft workers built."""
     try:
@@ -304,20 +307,21 @@ def placements(draft: Path, model: Any) -> dict[str, dict[str, Any]]:
 
 def _place(name: str, tensor: Any, params: dict[str, Any]) -> dict[str, Any]:
     distinctive = tensor.numel() > 1 and not bool((tensor == tensor.reshape(-1)[0]).all())
-    best: tuple[int, int, str, list[int] | None] | None = None
+    best: tuple[tuple[bool, int], str, list[int] | None] | None = None
     for pname, param in params.items():
         score = _common_suffix(name, pname)
         if not distinctive and score < 2:
             continue
-        rows = _rows(tensor, param.detach())
-        if rows is False:
+        span = _span(tensor, param.detach())
+        if span is None:
             continue
-        key = (1 if rows is None else 0, score, pname, rows)  # a whole parameter first, then the closer name
-        if best is None or key[:2] > best[:2]:
-            best = key
+        rows = None if param.shape == tensor.shape else list(span)
+        rank = (rows is None, score)  # a whole parameter first, then the closer name
+        if best is None or rank > best[0]:
+            best = (rank, pname, rows)
     if best is None:
         return {"param": None, "rows": None}
-    return {"param": best[2], "rows": best[3]}
+    return {"param": best[1], "rows": best[2]}
 
 
 def _common_suffix(a: str, b: str) -> int:
@@ -329,21 +333,23 @@ def _common_suffix(a: str, b: str) -> int:
     return n
 
 
-def _rows(tensor: Any, param: Any) -> list[int] | bool | None:
-    """None: ``param`` equals ``tensor``; [a, b]: ``param[a:b]`` does; False: neither."""
+def _span(tensor: Any, param: Any) -> tuple[int, int] | None:
+    """The rows [a, b) of ``param`` that equal ``tensor`` (the whole of it for an equal shape), or None."""
     import torch
 
-    if param.dim() != tensor.dim() or param.shape[1:] != tensor.shape[1:] or param.shape[0] < tensor.shape[0]:
-        return False
+    if param.dim() != tensor.dim() or param.shape[1:] != tensor.shape[1:]:
+        return None
     value = tensor.to(device=param.device, dtype=param.dtype)
     if param.shape == value.shape:
-        return None if torch.equal(param, value) else False
+        return (0, param.shape[0] if param.dim() else 0) if torch.equal(param, value) else None
     r = value.shape[0]
+    if param.dim() == 0 or param.shape[0] < r:
+        return None
     first = (param == value[0]).reshape(param.shape[0], -1).all(dim=1).nonzero().flatten().tolist()
     for a in first:
         if a + r <= param.shape[0] and torch.equal(param[a : a + r], value):
-            return [a, a + r]
-    return False
+            return (a, a + r)
+    return None
 
 
 def _peak_rss_mib() -> float:

@@ -202,6 +202,33 @@ def _tensor_fates(version: str):  # type: ignore[no-untyped-def]
             ),
             TensorFate("t2d", "dropped", f"skipped: only d2t is used at inference (sglang/srt/{t2d})"),
         ]
+        if not cls.startswith("kimi_k25_eagle3"):
+            if raw.get("tie_word_embeddings") is True:
+                # lm_head is tied to the draft's embed_tokens, which the EAGLE worker replaces by the target's
+                # embedding; the file's lm_head.weight has no parameter left and is skipped without a word
+                tie, skip, worker = (
+                    ("303-304", "372-378", "speculative/eagle_worker_v2.py:336-363")
+                    if new
+                    else ("275-276", "342-350", "speculative/eagle_worker_v2.py:307-308")
+                )
+                out.append(
+                    TensorFate(
+                        "lm_head.weight",
+                        "dropped",
+                        f"tie_word_embeddings true ties lm_head to embed_tokens (sglang/srt/{llama}:{tie}), which "
+                        f"becomes the target's embedding (sglang/srt/{worker}); the file's lm_head.weight is skipped "
+                        f"(sglang/srt/{llama}:{skip}): the draft predicts through the target's embedding",
+                    )
+                )
+            if not new:
+                out.append(
+                    TensorFate(
+                        "input_norm.weight",
+                        "dropped",
+                        f"0.5.16's Llama draft class has no input_norm (sglang/srt/{llama}:143-173): skipped "
+                        f"(sglang/srt/{llama}:342-350)",
+                    )
+                )
         if not target_captures(raw):
             out.append(
                 TensorFate(

@@ -32,12 +32,19 @@ class HubError(InputError):
 HUB_SCHEME = "hf://"  # an explicit Hub repo id, as huggingface_hub's file system spells it
 
 
+def _scheme(text: str) -> str:
+    """``text`` with its Hub scheme spelled ``hf://``: a path argument passed through ``pathlib.Path`` arrives as
+    ``hf:/owner/name`` (Path collapses the double slash), and no local path starts with ``hf:/``."""
+    return HUB_SCHEME + text[len("hf:/") :] if text.startswith("hf:/") and not text.startswith(HUB_SCHEME) else text
+
+
 def parse_repo_ref(text: str) -> tuple[str, str | None] | None:
     """(repo id, revision) when ``text`` names a Hub repo, else None (a local path).
 
     ``hf://owner/name[@revision]`` always names the Hub. A bare ``owner/name`` does when no local path of that
     name exists and it does not look local: its first part is not an existing local directory (``drafts/my-draft``
     with ``drafts/`` here is a mistyped local path) and it does not end like a file (``.json``, ``.safetensors``)."""
+    text = _scheme(text)
     if not text.startswith(HUB_SCHEME) and (Path(text).exists() or looks_local(text)):
         return None
     return hub_repo_ref(text)
@@ -45,7 +52,7 @@ def parse_repo_ref(text: str) -> tuple[str, str | None] | None:
 
 def hub_repo_ref(text: str) -> tuple[str, str | None] | None:
     """(repo id, revision) of ``[hf://]owner/name[@revision]``, whatever exists locally (``pull``, ``push``)."""
-    m = REPO_REF.match(text.removeprefix(HUB_SCHEME))
+    m = REPO_REF.match(_scheme(text).removeprefix(HUB_SCHEME))
     return (m.group("repo"), m.group("revision")) if m else None
 
 

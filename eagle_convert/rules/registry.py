@@ -540,6 +540,22 @@ _RULES = (
         engines=("vllm",),
     ),
     Rule(
+        "EC413",
+        "tensor-dropped-at-load",
+        "error",
+        summary=(
+            "A selected release's draft loader skips a trained tensor the checkpoint holds, without an error, and "
+            "serves the draft without it: e.g. lm_head.weight when tie_word_embeddings is true (SGLang ties the "
+            "draft's head to the target's embedding)."
+        ),
+        fixable=True,
+        fix=(
+            "run `eagle-convert normalize SRC OUT`: it writes tie_word_embeddings false, so the draft keeps the "
+            "lm_head it was trained with"
+        ),
+        needs_headers=True,
+    ),
+    Rule(
         "EC501",
         "target-hidden-size",
         "error",

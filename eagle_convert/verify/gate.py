@@ -157,6 +157,10 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
     return out
 
 
+# dropped tensors another rule already reports (t2d is never used at inference; input_norm: EC204; fc: EC112)
+COVERED_DROPS = frozenset({"t2d", "input_norm.weight", "fc.weight"})
+
+
 def tensor_findings(truth: DraftTruth, present: set[str], view: EngineView) -> list[Finding]:
     """The checkpoint's tensors (local names) joined with what the release's loader does with them: a tensor it
     refuses fails the load (EC412); with aux capture off, an fc trained on several aux states is lost (EC112)."""
@@ -168,6 +172,15 @@ def tensor_findings(truth: DraftTruth, present: set[str], view: EngineView) -> l
                 finding(
                     "EC412",
                     f"{rel} refuses the checkpoint's {fate.tensor} at load: {fate.why}" + _fix(False),
+                    subject=fate.tensor,
+                    engine=rel,
+                )
+            )
+        elif fate.fate == "dropped" and fate.tensor in present and fate.tensor not in COVERED_DROPS:
+            out.append(
+                finding(
+                    "EC413",
+                    f"{rel} drops the checkpoint's trained {fate.tensor} at load: {fate.why}",
                     subject=fate.tensor,
                     engine=rel,
                 )

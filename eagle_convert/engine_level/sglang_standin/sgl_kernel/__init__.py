@@ -1,5 +1,5 @@
-"""Stand-in for ``sgl_kernel`` (the CPU build of SGLang's kernel package): every name SGLang 0.5.23 imports from it
-on its CPU path, each a function that records its name in :data:`CALLS` and raises ``NotImplementedError``.
+"""Stand-in for ``sgl_kernel`` (the CPU build of SGLang's kernel package): every name SGLang 0.5.23 and 0.5.16 import
+from it on their CPU path, each a function that records its name in :data:`CALLS` and raises ``NotImplementedError``.
 
 Only the names listed in :data:`IMPORTED` exist, so a feature probe (``hasattr``, ``from sgl_kernel import x``) of
 any other name fails as it would without the package. See ``eagle_convert/engine_level/sglang_standin/__init__.py``.
@@ -13,7 +13,9 @@ from typing import Any, NoReturn
 __version__ = "0.0.0+eagle-convert-standin"
 STANDIN = True  # sglang_worker checks that the sgl_kernel SGLang imports is this one
 
-# the names SGLang 0.5.23's CPU path imports when its modules load (sglang/ = the installed package)
+# the names SGLang 0.5.23's CPU path imports when its modules load (sglang/ = the installed package); 0.5.16 imports
+# the same nine (cache_move.py:10, cache_locs.py:25, eagle.py:10, multi_layer_eagle.py:25, allocation.py:46,
+# srt/speculative/eagle_utils.py:52-55, eagle_worker_common.py:44, spec_utils.py:84)
 IMPORTED = (
     "copy_all_layer_kv_cache_cpu",  # sglang/kernels/ops/kvcache/cache_move.py:10
     "assign_draft_cache_locs_contiguous_cpu",  # sglang/kernels/ops/speculative/cache_locs.py:28-31
