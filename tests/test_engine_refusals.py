@@ -14,15 +14,15 @@ process (about a minute and a half on 2 cores):
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python, run_worker
+from eagle_convert.engine_level.base import run_worker
 from eagle_convert.engines import release_for_installed
 from eagle_convert.inspect_api import inspect_checkpoint
+from tests.conftest import engine_or_skip
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -35,12 +35,7 @@ ENGINE_SAYS = {
 
 
 def _engine_or_skip() -> Path:
-    try:
-        return engine_python()
-    except EngineNotInstalledError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the engine tests, but {exc.message}")
-        pytest.skip(f"{exc.message} (build it with scripts/engine-env)")
+    return engine_or_skip("vllm")
 
 
 def _environment(python: Path) -> dict[str, str]:
