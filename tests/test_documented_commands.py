@@ -41,6 +41,8 @@ SKIPPED = {
     "eagle-convert verify drafts/my-draft --target /models/target --level target": "the GPU runner's probe: "
     "needs CUDA and the target's weights at /models/target",
     "scripts/engine-env": "builds the engine environment; scripts/test runs it in CI (CI=true) before the suite",
+    "eagle-convert engine-env": "builds an engine environment (GBs; the CUDA ones need a GPU box): scripts/test builds "
+    "them in CI through scripts/engine-env, its wrapper; tests/test_engine_env.py tests the command",
     "python -m venv .venv-engine": "the GPU runner's engine environment (scripts/engine-env --cuda does the same)",
     ".venv-engine/bin/pip install vllm==": "the GPU runner's engine environment: the CUDA build of vLLM",
     "eagle-convert verify drafts/my-draft --target /models/target --level engine": "the GPU runner's engine run: "

@@ -186,7 +186,12 @@ def _check(release: str, case: Case, result: dict[str, Any]) -> None:
         target_architecture=case.architecture,
     )
     if "error" in result:  # SGLang refused the pair at start-up: the model must say it builds no EAGLE3 draft for it
-        says_it_fails = view.draft_class is None or view.target_model_class or view.target_refusal
+        says_it_fails = (
+            view.draft_class is None
+            or view.target_model_class
+            or view.target_refusal
+            or any("start-up fails" in p for p in view.problems)
+        )
         assert says_it_fails, (result["error"], view.problems)
         return
     assert view.draft_class is not None and view.target_model_class is None, view.citations
@@ -265,20 +270,12 @@ EXPECTED_0_5_23: dict[str, list[int] | str] = {
     # Gemma2ForCausalLM lacks (speculative/eagle_worker_v2.py:339, :383, pp_draft_embedding.py:95)
     **{f"gemma2: {case}": "get_embed_and_head" for case in ("no ids", *(f"eagle_config ids {ids}" for ids in IDS))},
 }
-# Where SGLang and the engine model (engines/sglang.py) differ: what SGLang does, with its lines.
-KNOWN_DISAGREEMENTS_0_5_23 = {
-    "qwen3_moe: eagle_config ids [2, 4, 8]": "SGLang refuses to start: Qwen3MoeForCausalLM's "
-    "set_eagle3_layers_to_capture (models/qwen3_moe.py:1128-1143) hands [3, 5, 9] to its Qwen2MoeModel base's, "
-    "which indexes self.layers[9] (models/qwen2_moe.py:1153-1156): IndexError. The engine model says 'hs[9] is "
-    "never reached: capture is short', as for a dense Qwen3 target, which does start.",
-}
+# Where SGLang and the engine model (engines/sglang.py) differ: what SGLang does, with its lines. None is left: the
+# disagreements this test found (a tied lm_head, 0.5.16's input_norm, Qwen3-MoE past its last layer) are fixed there.
+KNOWN_DISAGREEMENTS_0_5_23: dict[str, str] = {}
 # The same for 0.5.16 (its own lines), which has no expectation table of its own: the engine model's record for it
 # is checked against what it does.
-KNOWN_DISAGREEMENTS_0_5_16 = {
-    "qwen3_moe: eagle_config ids [2, 4, 8]": "As in 0.5.23: Qwen3MoeForCausalLM.set_eagle3_layers_to_capture "
-    "(models/qwen3_moe.py:1068-1084) hands [3, 5, 9] to Qwen2MoeModel's, which indexes self.layers[9] "
-    "(models/qwen2_moe.py:876-879): IndexError at start-up. The engine model says the capture is short.",
-}
+KNOWN_DISAGREEMENTS_0_5_16: dict[str, str] = {}
 
 
 def _names() -> list[str]:

@@ -171,7 +171,14 @@ def _capture_reading(
     top = n if capture.can_capture_n else (n - 1 if n is not None else None)
     reachable = [0, top] if top is not None else None
     if picked is not None and top is not None and any(j > top or j < 0 for j in picked):
-        problems.append(f"hs{[j for j in picked if j > top or j < 0]} is never reached: capture is short")
+        past = [j for j in picked if j > top or j < 0]
+        if capture.past_end_raises is not None:
+            problems.append(
+                f"hs{past} is past the target's last layer: the target class indexes its layer list and start-up "
+                f"fails with IndexError ({capture.past_end_raises})"
+            )
+        else:
+            problems.append(f"hs{past} is never reached: capture is short")
     if (
         capture.exact_count
         and ids is not None

@@ -44,6 +44,7 @@ class Capture:
     cite: Cite
     defaults_shift: int = 0  # added to [2, N//2, N-3] (SGLang minimax_m3_vl)
     exact_count: bool = False  # the capture list must be filled exactly (SGLang DeepSeek packer)
+    past_end_raises: Cite | None = None  # a state past the last layer indexes the layer list: IndexError at start-up
 
 
 @dataclass(frozen=True)
