@@ -203,17 +203,15 @@ def tensor_findings(truth: DraftTruth, present: set[str], view: EngineView) -> l
     return out
 
 
-def _unknown_names(views: list[EngineView]) -> str:
-    """What the releases do with names they have no parameter for: 'r1 refuses them at load; r2 drops them'."""
-    refusing = [v.release for v in views if v.unknown_tensors == "refused"]
-    dropping = [v.release for v in views if v.unknown_tensors != "refused"]
+def unknown_tensor_fates(
+    views: Iterable[EngineView], refused: str = "refuse(s) them at load", dropped: str = "drop(s) them silently"
+) -> str:
+    """What the releases do with a name they have no parameter for: 'r1 <refused>; r2 <dropped>'."""
+    chosen = list(views)
+    refusing = [v.release for v in chosen if v.unknown_tensors == "refused"]
+    dropping = [v.release for v in chosen if v.unknown_tensors != "refused"]
     return "; ".join(
-        part
-        for part in (
-            f"{', '.join(refusing)} refuse(s) them at load" if refusing else "",
-            f"{', '.join(dropping)} drop(s) them silently" if dropping else "",
-        )
-        if part
+        f"{', '.join(releases)} {does}" for releases, does in ((refusing, refused), (dropping, dropped)) if releases
     )
 
 
@@ -222,7 +220,7 @@ def naming_findings(truth: DraftTruth, views: list[EngineView]) -> list[Finding]
     per rule, whatever the number of releases."""
     out: list[Finding] = []
     if truth.wrappers:
-        consequence = _unknown_names(views)
+        consequence = unknown_tensor_fates(views)
         out.append(
             finding(
                 "EC010",

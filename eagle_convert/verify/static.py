@@ -12,6 +12,7 @@ from eagle_convert.read.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 from eagle_convert.verify.context import Context, cfg_finding, check, tensor_finding
+from eagle_convert.verify.gate import unknown_tensor_fates
 
 # ---- architecture and engine acceptance ----------------------------------------------------------------------------
 
@@ -181,16 +182,7 @@ def _missing(ctx: Context) -> list[Finding]:
 
 def _unknown_tensor(ctx: Context) -> str:
     """What the selected releases do with a tensor they have no parameter for."""
-    refusing = [v.release for v in ctx.views if v.unknown_tensors == "refused"]
-    dropping = [v.release for v in ctx.views if v.unknown_tensors == "dropped"]
-    return "; ".join(
-        part
-        for part in (
-            f"{', '.join(refusing)} refuse to load it" if refusing else "",
-            f"{', '.join(dropping)} drop it silently" if dropping else "",
-        )
-        if part
-    )
+    return unknown_tensor_fates(ctx.views, "refuse to load it", "drop it silently")
 
 
 @check("EC302")
