@@ -1,0 +1,248 @@
+"""KV-cached generation for the reference DeepSeek-V3 / Kimi-K2 target (MLA), capturing hidden states on the way.
+
+The decoder layer of ``reference/deepseek.py`` (its norms, YaRN RoPE, routing and experts, read through the same
+per-tensor loader) run over a left-padded batch: the prompts in one prefill, then one token per sequence per step.
+Each step reads the weights once for the whole batch, layer by layer as they are used (nothing stays resident but
+the input embedding and the caches), and of a MoE layer only the experts some token was routed to; padding never
+reaches the experts. Greedy (argmax) or sampled at temperature 1 with the draws of ``probe/target.Target.generate``.
+
+The cache is MLA's own, as DeepSeek-V3's ``inference/model.py`` keeps it (``attn_impl="absorb"``): per layer and
+position the normalized kv latent ``c`` ``[rkv]`` and the rotated key part shared by all heads ``[dr]``, 576 numbers
+per position on DeepSeek-V3 where expanded keys and values take nh * (dn + dr + dv) = 40,960. Attention runs in the
+weight-absorbed form: with kv_b_proj = [W_uk; W_uv] per head (no bias), ``q_nope . (W_uk c) = (W_uk^T q_nope) . c``
+and ``sum_s p_s W_uv c_s = W_uv (sum_s p_s c_s)``, so each step reads the latents once, never expanding the cache.
+This is reference/deepseek.py's attention up to float rounding (tests/test_reference_deepseek_decode.py: the same
+tokens as the uncached path, states equal at float32 tolerance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from eagle_convert.errors import InputError
+from eagle_convert.reference.deepseek import (
+    DeepseekConfig,
+    WeightSource,
+    _Loader,
+    apply_rope,
+    linear,
+    mlp,
+    moe,
+    rms_norm,
+    rope_tables,
+    softmax_scale,
+)
+
+ATTENTION_ELEMENTS = 2**26
+"""Scores (or absorbed queries) computed at once: the batch's rows go through attention in groups of at most this
+many elements, so a long prefill holds no [B, S, nh, L] tensor."""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Each prompt and its continuation (through ``eos`` when it came), and what the target computed on the way:
+    ``hidden[i][j]`` is boundary j of sequence i ``[T_i - 1, H]`` (every position but the last token's) and
+    ``greedy[i]`` the target's argmax token after each of those positions (the next text token inside the prompt)."""
+
+    sequences: list[list[int]]
+    prompt_lengths: list[int]
+    hidden: list[dict[int, torch.Tensor]]
+    greedy: list[list[int]]
+
+
+@torch.no_grad()
+def generate(
+    cfg: DeepseekConfig,
+    weights: WeightSource,
+    prompts: Sequence[Sequence[int]],
+    new_tokens: int,
+    *,
+    capture: Iterable[int] = (),
+    eos: int | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    on_step: Callable[[int], None] | None = None,
+    sample_seed: int | None = None,
+) -> Generated:
+    """Continuations of ``prompts`` (all in one batch), ``new_tokens`` each unless ``eos`` ends them: greedy, or with
+    ``sample_seed`` drawn from the softmax of each sequence's logits in batch order from one generator seeded so.
+    ``on_step(step)`` after each step."""
+    c, n_layers, b, H = cfg, cfg.num_hidden_layers, len(prompts), cfg.hidden_size
+    wanted = sorted(set(capture))
+    _check(c, prompts, new_tokens, wanted)
+    load = _Loader(weights, device, dtype)
+    table = _embedding(c, load)  # as stored: each step takes its rows, then casts
+    head_name = "model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"
+    draws = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
+
+    width = max(len(p) for p in prompts)
+    pad = [width - len(p) for p in prompts]
+    total = width + new_tokens - 1  # positions the target runs: the prompts, then each new token but the last
+    ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)])  # [B, W] on the CPU
+    valid = torch.ones(b, total, dtype=torch.bool, device=device)  # [B, L]: padding slots are never attended to
+    for row, n in enumerate(pad):
+        valid[row, :n] = False
+    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]: 0 at each prompt's start
+    slots = torch.arange(total, device=device)
+    # Fixed-size buffers for what grows with the text, written in place (see reference/llama_decode.py).
+    latents = [torch.zeros(b, total, c.kv_lora_rank, device=device, dtype=dtype) for _ in range(n_layers)]
+    rotated = [torch.zeros(b, total, c.qk_rope_head_dim, device=device, dtype=dtype) for _ in range(n_layers)]
+    kept = {j: torch.zeros(b, total, H, device=device, dtype=dtype) for j in wanted}
+    tokens: list[torch.Tensor] = []  # [B] per step: the next token of each sequence
+    argmax: list[torch.Tensor] = []  # [B] per step: the target's argmax (the same as tokens when greedy)
+    past = 0
+    for step in range(new_tokens):
+        s = ids.shape[1]
+        seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
+        here, filled = slots[past:seen], slots[:seen]
+        # causal over the valid slots; a padding slot sees itself only
+        mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
+        live = valid[:, past:seen].reshape(-1).nonzero().squeeze(-1)  # [<= B*S] rows that are not padding
+        cos, sin = (t.to(device) for t in rope_tables(c, positions.reshape(-1)))  # [B*S, dr/2]
+        x = table[ids.reshape(-1)].to(device=device, dtype=dtype)  # [B*S, H]
+        for i in range(n_layers):
+            if i in kept:
+                kept[i][:, past:seen] = x.view(b, s, H)
+            p = f"model.layers.{i}"
+            h = rms_norm(x, load(f"{p}.input_layernorm.weight", H), c.rms_norm_eps)
+            x = x + attention(c, load, h, f"{p}.self_attn", cos, sin, (latents[i], rotated[i]), past, mask)
+            y = rms_norm(x, load(f"{p}.post_attention_layernorm.weight", H), c.rms_norm_eps)
+            if i < c.first_k_dense_replace:
+                x = x + mlp(load, y, f"{p}.mlp", H, c.intermediate_size)
+            else:
+                x = x.index_add(0, live, moe(c, load, y[live], f"{p}.mlp"))
+        if n_layers in kept:
+            kept[n_layers][:, past:seen] = x.view(b, s, H)
+        past = seen
+        last = rms_norm(x.view(b, s, H)[:, -1], load("model.norm.weight", H), c.rms_norm_eps)  # [B, H]
+        logits = F.linear(last, load(head_name, c.vocab_size, H)).float().cpu()  # [B, V]
+        best = logits.argmax(-1)  # [B]
+        argmax.append(best)
+        if draws is None:
+            tokens.append(best)
+        else:  # Target.generate's draws: one per sequence, in batch order
+            tokens.append(torch.cat([torch.multinomial(row.softmax(-1), 1, generator=draws) for row in logits]))
+        ids = tokens[-1].view(b, 1)  # [B, 1]
+        positions = positions[:, -1:] + 1
+        if on_step is not None:
+            on_step(step)
+        if eos is not None and all(eos in t for t in torch.stack(tokens, dim=-1).tolist()):
+            break
+    new, best_after = torch.stack(tokens, dim=-1).tolist(), torch.stack(argmax, dim=-1).tolist()  # [B, steps run]
+    sequences, hidden, greedy = [], [], []
+    for row, (prompt, cont) in enumerate(zip(prompts, new, strict=True)):
+        cont = cont[: cont.index(eos) + 1] if eos is not None and eos in cont else cont
+        t = len(prompt) + len(cont)
+        sequences.append(list(prompt) + cont)
+        hidden.append({j: kept[j][row, pad[row] : pad[row] + t - 1] for j in wanted})
+        greedy.append(list(prompt[1:]) + best_after[row][: len(cont)])
+    return Generated(sequences, [len(p) for p in prompts], hidden, greedy)
+
+
+def attention(
+    c: DeepseekConfig,
+    load: _Loader,
+    x: torch.Tensor,
+    p: str,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    cache: tuple[torch.Tensor, torch.Tensor],
+    past: int,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """Multi-head latent attention of x [B*S, H] (S new positions per sequence after ``past`` cached ones) -> [B*S, H].
+
+    Writes the new positions' latents and rotated keys into ``cache`` (``[B, L_max, rkv]``, ``[B, L_max, dr]``) and
+    attends over its first L slots with ``mask`` [B, S, L] (True = may attend)."""
+    b, s, length = mask.shape
+    T, H, nh = x.shape[0], c.hidden_size, c.num_attention_heads
+    dn, dr, dv, rkv, bias = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.attention_bias
+    if c.q_lora_rank is None:
+        q = linear(load, x, f"{p}.q_proj", nh * (dn + dr), H)
+    else:
+        rq = c.q_lora_rank
+        q_a = linear(load, x, f"{p}.q_a_proj", rq, H, bias)
+        q_latent = rms_norm(q_a, load(f"{p}.q_a_layernorm.weight", rq), 1e-6)  # HF: fixed eps on the LoRA norms
+        q = linear(load, q_latent, f"{p}.q_b_proj", nh * (dn + dr), rq)
+    q = q.view(T, nh, dn + dr)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
+    q_nope, q_rope = torch.split(q, [dn, dr], dim=-1)
+    q_rope = apply_rope(q_rope, cos, sin, c.rope_interleave)  # [T, nh, dr]
+
+    kv_a = linear(load, x, f"{p}.kv_a_proj_with_mqa", rkv + dr, H, bias)  # [T, rkv+dr]
+    latent, k_rope = torch.split(kv_a, [rkv, dr], dim=-1)  # [T, rkv], [T, dr] (one k_pe shared by all heads)
+    latents, rotated = cache
+    latents[:, past : past + s] = rms_norm(latent, load(f"{p}.kv_a_layernorm.weight", rkv), 1e-6).view(b, s, rkv)
+    rotated[:, past : past + s] = apply_rope(k_rope, cos, sin, c.rope_interleave).view(b, s, dr)
+
+    w_kv = load(f"{p}.kv_b_proj.weight", nh * (dn + dv), rkv).view(nh, dn + dv, rkv)  # [nh*(dn+dv), rkv] -> per head
+    w_uk, w_uv = torch.split(w_kv, [dn, dv], dim=1)  # [nh, dn, rkv], [nh, dv, rkv]
+    q_nope = q_nope.reshape(b, s, nh, dn)  # [T, nh, dn] -> [B, S, nh, dn]
+    q_rope = q_rope.reshape(b, s * nh, dr)  # [T, nh, dr] -> [B, S*nh, dr]
+    rows = max(1, ATTENTION_ELEMENTS // (s * nh * max(length, rkv)))  # sequences per group
+    out = torch.cat(
+        [
+            _attend(
+                q_nope[a : a + rows],
+                q_rope[a : a + rows],
+                latents[a : a + rows, :length],
+                rotated[a : a + rows, :length],
+                mask[a : a + rows],
+                w_uk,
+                w_uv,
+                softmax_scale(c),
+            )
+            for a in range(0, b, rows)
+        ]
+    ).reshape(T, nh * dv)  # [B, S, nh, dv] -> [T, nh*dv]
+    return linear(load, out, f"{p}.o_proj", H, nh * dv, bias)
+
+
+def _attend(
+    q_nope: torch.Tensor,
+    q_rope: torch.Tensor,
+    latents: torch.Tensor,
+    rotated: torch.Tensor,
+    mask: torch.Tensor,
+    w_uk: torch.Tensor,
+    w_uv: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Absorbed attention of ``g`` sequences: q_nope [g, S, nh, dn], q_rope [g, S*nh, dr] against latents
+    [g, L, rkv] and rotated keys [g, L, dr] under mask [g, S, L] -> [g, S, nh, dv]."""
+    g, s, nh, _ = q_nope.shape
+    length, rkv = latents.shape[1], latents.shape[2]
+    absorbed = torch.einsum("gshd,hdc->gshc", q_nope, w_uk).reshape(g, s * nh, rkv)  # W_uk^T q_nope: [g, S*nh, rkv]
+    scores = absorbed @ latents.transpose(1, 2) + q_rope @ rotated.transpose(1, 2)  # [g, S*nh, L]
+    scores = (scores * scale).view(g, s, nh, length).masked_fill(~mask[:, :, None], -math.inf)  # [g, S, nh, L]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q_nope.dtype)
+    mixed = probs.view(g, s * nh, length) @ latents  # sum_s p_s c_s: [g, S*nh, rkv]
+    return torch.einsum("gshc,hvc->gshv", mixed.view(g, s, nh, rkv), w_uv)  # W_uv (sum_s p_s c_s): [g, S, nh, dv]
+
+
+def _embedding(c: DeepseekConfig, load: _Loader) -> torch.Tensor:
+    """The input embedding [V, H] as stored (read once; a step casts only the rows it takes)."""
+    name = "model.embed_tokens.weight"
+    if name not in load.available:
+        raise InputError(f"DeepSeek target weights have no tensor {name!r}")
+    table = load.weights.get(name)
+    if tuple(table.shape) != (c.vocab_size, c.hidden_size):
+        expected = [c.vocab_size, c.hidden_size]
+        raise InputError(f"DeepSeek target tensor {name!r} has shape {list(table.shape)}, expected {expected}")
+    return table
+
+
+def _check(c: DeepseekConfig, prompts: Sequence[Sequence[int]], new_tokens: int, wanted: list[int]) -> None:
+    N, V = c.num_hidden_layers, c.vocab_size
+    if bad := [j for j in wanted if not 0 <= j <= N]:
+        raise InputError(f"capture boundaries {bad} are outside 0..{N} for this {N}-layer DeepSeek target")
+    if new_tokens < 1:
+        raise InputError(f"new_tokens is {new_tokens}; generation needs at least 1")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise InputError("generation needs at least one prompt, and every prompt at least one token")
+    if any(not 0 <= t < V for p in prompts for t in p):
+        raise InputError(f"prompt token ids must lie in 0..{V - 1} (the target's vocabulary)")
