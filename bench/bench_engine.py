@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_engine.py [--tokens 64]
     .venv/bin/python bench/bench_engine.py --variants [--tokens 64]   # the conformance variants, measured
+    .venv/bin/python bench/bench_engine.py --attached [--engine-url URL] [--concurrency 8] [--tokens 64]
 
 The pair is fixtures/engine_pair.py (SmolLM2-135M-Instruct and its EAGLE3 draft). Two runs of the CLI, each in its
 own process, as a user runs them:
@@ -18,6 +19,12 @@ eagle-convert process (probe and reference matching) and of the engine process (
 ``--variants`` instead runs every config variant of the conformance test (fixtures/engine_pair.py) in one engine
 process on the same 8 prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
 built and the acceptance it measured.
+
+``--attached`` times ``verify --engine-url``'s client (eagle_convert/engine_level/attach.py) against the in-process
+engine level on the same 8 prompts and tokens, side by side: the attached run against a server that already serves
+the pair (``--engine-url``; without it the benchmark starts one, tests/vllm_server.py, and reports its start-up),
+and the in-process run (a child process that imports vLLM, loads the pair and generates). Both measure acceptance
+from the same spec-decode counters, so the figures must agree.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,16 +89,66 @@ def variants(tokens: int) -> int:
     return 0
 
 
+def attached(tokens: int, url: str | None, concurrency: int) -> int:
+    import tempfile
+    from contextlib import nullcontext
+
+    from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
+    from eagle_convert.engine_level.attach import run
+    from eagle_convert.engine_level.base import acceptance, engine_python
+
+    target, draft = engine_pair()
+    settings = EngineSettings(new_tokens=tokens, baseline=False)
+    prompts = engine_prompts(target, settings)
+    with tempfile.TemporaryDirectory() as tmp:
+        if url is None:
+            from tests.vllm_server import vllm_server
+
+            t0 = time.perf_counter()
+            server: Any = vllm_server(engine_python(), target, draft, Path(tmp), args=("--no-enable-prefix-caching",))
+        else:
+            server, t0 = nullcontext(url), time.perf_counter()
+        with server as running:
+            started = time.perf_counter() - t0
+            address = running if isinstance(running, str) else running.url
+            t1 = time.perf_counter()
+            remote = run(address, None, prompts, tokens, concurrency=concurrency, timeout=600.0, draft=draft)
+            attach_wall = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        (local,) = observe(target, [draft], prompts, settings, Path(tmp))
+        local_wall = time.perf_counter() - t2
+    mean, rates = acceptance(local.drafts, local.accepted_tokens, local.accepted_per_position)
+    print(f"{_cpu()}, {platform.python_version()}; pair {target.name} + {draft.name}; {len(prompts)} prompts x "
+          f"{tokens} new tokens, k={settings.steps}")  # fmt: skip
+    if url is None:
+        print(f"server start-up (python -m vllm.entrypoints.openai.api_server, to /health 200): {started:.1f} s")
+    print("| run | wall s | generation s | mean acceptance length | accept rate per position | drafts |")
+    print("|---|---|---|---|---|---|")
+    print(f"| --engine-url, concurrency {concurrency} | {attach_wall:.1f} | {remote.wall_s:.1f} | "
+          f"{remote.mean_acceptance_length:.4f} | {' / '.join(f'{r:.3f}' for r in remote.acceptance_per_position)} | "
+          f"{remote.drafts} |")  # fmt: skip
+    print(f"| in-process engine level | {local_wall:.1f} | {local.generate_s:.1f} | {mean:.4f} | "
+          f"{' / '.join(f'{r:.3f}' for r in rates)} | {local.drafts} |")  # fmt: skip
+    print(f"attached / in-process: wall {attach_wall / local_wall:.2f}, generation "
+          f"{remote.wall_s / local.generate_s:.2f}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--attached", action="store_true", help="time --engine-url against the in-process level")
+    parser.add_argument("--engine-url", default=None, help="with --attached: a server that serves the pair already")
+    parser.add_argument("--concurrency", type=int, default=8, help="with --attached: requests in flight")
     parser.add_argument("--engine", choices=("vllm", "sglang"), default="vllm")
     parser.add_argument("--engine-python", default=None, help="the engine environment's Python [.venv-engine]")
     parser.add_argument("--device", default="cpu", help="where the reference models run (cpu, cuda)")
     args = parser.parse_args()
     if args.variants:
         return variants(args.tokens)
+    if args.attached:
+        return attached(args.tokens, args.engine_url, args.concurrency)
     target, draft = engine_pair()
     probe_wall, probe_rss, probe_doc = _verify("target", draft, target, args)
     engine_wall, _, engine_doc = _verify("engine", draft, target, args)

@@ -1,0 +1,633 @@
+"""``verify --engine-url``: measure acceptance on a server that already serves the target with the draft.
+
+    info = detect("http://10.0.0.5:8000", token, timeout=30.0)
+    attached = run("http://10.0.0.5:8000", token, prompts, new_tokens=64, concurrency=8, timeout=300.0, draft=DRAFT)
+
+The server is the user's own deployment (vLLM's OpenAI-compatible server or SGLang's), on however many GPUs or nodes
+it runs; this client needs no GPU and no torch, only the standard library. It sends the prompts as token ids,
+greedy, a fixed number of new tokens with EOS ignored, with at most ``concurrency`` requests in flight, and reads
+acceptance from the server's own records:
+
+- vLLM: the Prometheus counters of ``/metrics`` (``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens``,
+  ``..._num_accepted_tokens``, ``..._num_accepted_tokens_per_pos{position=...}``) scraped before and after the run and
+  diffed, the same counters the in-process engine level reads from ``LLM.get_metrics()``. The request and token
+  counters (``vllm:request_success_total``, ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``) must
+  move by exactly what this run's requests explain; any other move is someone else's traffic, reported in
+  :attr:`AttachedRun.foreign_traffic` and never silently mixed in.
+- SGLang: the per-request fields of ``/generate``'s ``meta_info`` (``spec_verify_ct``, ``spec_num_correct_drafts``,
+  ``spec_correct_drafts_histogram``; SGLang 0.5.23 ``srt/managers/tokenizer_manager.py:3138-3201``), which count this
+  request only, so other traffic cannot mix in.
+
+Every fault (server not reachable, not speculative, gone mid-run, a timeout, an HTTP error, a response without the
+fields needed) is an :class:`AttachError` (exit 2) with a one-line message and a hint. The API key travels in the
+``Authorization`` header only; no message, report or repr contains it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle_convert.engine_level.base import EngineRunError, acceptance
+from eagle_convert.errors import UsageError
+
+TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
+ENGINES = ("vllm", "sglang")
+SETTLE_S = 10.0  # vLLM records a step's counters just after it answers: wait this long for them to catch up
+
+_SPEC = "vllm:spec_decode_num_"
+DRAFTS, DRAFT_TOKENS, ACCEPTED = f"{_SPEC}drafts_total", f"{_SPEC}draft_tokens_total", f"{_SPEC}accepted_tokens_total"
+ACCEPTED_PER_POS = f"{_SPEC}accepted_tokens_per_pos_total"
+REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = (
+    "vllm:request_success_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+)
+IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+
+class AttachError(EngineRunError):
+    """The server at ``--engine-url`` could not give this run's acceptance (exit 2): not reachable, not speculative,
+    gone mid-run, too slow, an HTTP error, or an answer without the fields needed."""
+
+    default_hint = (
+        "check that the URL serves the target with the draft (vLLM: --speculative-config; SGLang: "
+        "--speculative-algorithm)"
+    )
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the server says about itself: engine, version, the model it serves and its speculative settings."""
+
+    url: str
+    engine: str  # "vllm" | "sglang"
+    version: str
+    model: str  # the name requests address (vLLM: /v1/models id; SGLang: model_path)
+    model_path: str | None  # where the server loaded the target from (as the server names it)
+    speculative: bool  # the server runs speculative decoding
+    method: str | None  # "eagle3" (vLLM), "EAGLE3" (SGLang); None: not reported
+    draft_path: str | None  # the draft the server loaded, as it names it; None: the server does not say
+    num_speculative_tokens: int | None  # draft tokens per step (SGLang: speculative_num_steps)
+    reported_by: list[str]  # the endpoints these facts came from
+    not_reported: str | None = None  # what the server cannot say, and why (e.g. vLLM's draft path outside dev mode)
+
+
+@dataclass(frozen=True)
+class CounterMove:
+    """A counter that moved by other than this run's requests explain: someone else's traffic."""
+
+    counter: str
+    expected: float  # what this run's requests account for
+    observed: float  # what the counter moved by (a gauge: its value after the run)
+
+
+@dataclass(frozen=True)
+class AttachedRun:
+    """One run against a server, as its own records count it (the report's ``engine_run`` reads from it)."""
+
+    server: ServerInfo
+    prompts: int
+    new_tokens: int
+    concurrency: int
+    outputs: list[list[int]]  # the generated token ids per prompt (empty lists where the server returns none)
+    drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    accepted_per_position: list[int]
+    mean_acceptance_length: float  # 1 + accepted / drafts (engine_level.base.acceptance)
+    acceptance_per_position: list[float]  # accepted at position i / drafts
+    measured_from: str  # "vllm /metrics counters, diffed around the run" | "sglang per-request meta_info"
+    foreign_traffic: list[CounterMove]  # empty: the counters moved by exactly this run's requests
+    draft_identity: str  # "same" | "different" | "unknown": the served draft against DRAFT
+    draft_identity_note: str  # how that was decided, or why it could not be
+    wall_s: float  # from the first request sent to the last answer (and the counters settled)
+
+
+# ---- HTTP -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Server:
+    """The base URL and the key, kept out of every message (``repr`` hides the key)."""
+
+    url: str
+    token: str | None = field(default=None, repr=False)
+
+    def request(self, path: str, body: dict[str, Any] | None, timeout: float, phase: str) -> bytes:
+        """GET (``body`` None) or POST JSON to ``path``; the body of a 2xx answer, else an AttachError for ``phase``
+        ("before the run" / "during the run")."""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                payload: bytes = response.read()
+                return payload
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc, path) from None
+        except TimeoutError as exc:
+            raise self._timeout(path, timeout, phase) from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise self._timeout(path, timeout, phase) from exc
+            raise self._gone(exc.reason, phase) from exc
+        except (http.client.HTTPException, ConnectionError, OSError) as exc:  # reset, closed mid-answer, refused
+            raise self._gone(exc, phase) from exc
+
+    def json(self, path: str, body: dict[str, Any] | None, timeout: float, phase: str) -> Any:
+        raw = self.request(path, body, timeout, phase)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise AttachError(
+                f"{self.url}{path} answered with something other than JSON ({_clip(raw)})",
+                hint="point --engine-url at the engine's own HTTP server (vLLM's OpenAI server or SGLang's), not at "
+                "a proxy page",
+            ) from None
+
+    def _http_error(self, exc: urllib.error.HTTPError, path: str) -> AttachError:
+        body = _clip(exc.read() if exc.fp is not None else b"", self.token)
+        if exc.code in (401, 403):
+            return AttachError(
+                f"{self.url}{path} refused the request: HTTP {exc.code} {exc.reason}",
+                hint=f"pass the server's API key with --engine-url-token or ${TOKEN_ENV}",
+            )
+        return AttachError(
+            f"{self.url}{path} answered HTTP {exc.code} {exc.reason}: {body}",
+            hint="the server's own log says why; check that it serves the target named by --target",
+        )
+
+    def _timeout(self, path: str, timeout: float, phase: str) -> AttachError:
+        return AttachError(
+            f"{self.url}{path} did not answer within {timeout:g} s {phase}",
+            hint="raise --engine-timeout, or lower --engine-concurrency when the server is busy",
+        )
+
+    def _gone(self, reason: object, phase: str) -> AttachError:
+        why = _reason(reason)
+        if phase == "before the run":
+            return AttachError(
+                f"the server at {self.url} is not reachable: {why}",
+                hint="start the server first (vllm serve / python -m sglang.launch_server), and check host and port",
+            )
+        return AttachError(
+            f"the server at {self.url} went away {phase}: {why}",
+            hint="the server stopped or crashed while answering (see its log); nothing was measured, rerun when it "
+            "serves again",
+        )
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, BaseException):
+        text = str(reason) or type(reason).__name__
+        return f"{type(reason).__name__}: {text}" if type(reason).__name__ not in text else text
+    return str(reason)
+
+
+def _clip(raw: bytes, token: str | None = None, limit: int = 200) -> str:
+    text = " ".join(raw.decode("utf-8", errors="replace").split())
+    if token:
+        text = text.replace(token, "***")
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def _server(url: str, token: str | None) -> _Server:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.strip("/") or parsed.query:
+        raise UsageError(
+            f"--engine-url {url!r} is not an http(s)://HOST:PORT address",
+            hint="give the server's base address, e.g. http://10.0.0.5:8000 (no /v1 or other path)",
+        )
+    return _Server(url.rstrip("/"), token or None)
+
+
+def token_from_env() -> str | None:
+    """The API key from $EAGLE_CONVERT_ENGINE_URL_TOKEN (None when unset or empty)."""
+    return os.environ.get(TOKEN_ENV) or None
+
+
+# ---- Prometheus ----------------------------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+Samples = list[tuple[str, dict[str, str], float]]
+
+
+def parse_metrics(text: str) -> Samples:
+    """(name, labels, value) of every sample of a Prometheus text exposition."""
+    out: Samples = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or line.startswith("#"):
+            continue
+        name, labels, value = match.groups()
+        try:
+            out.append((name, dict(_LABEL.findall(labels or "")), float(value)))
+        except ValueError:
+            continue
+    return out
+
+
+def _total(samples: Samples, name: str) -> float:
+    """The sum over every label set (engines, finish reasons) of one metric."""
+    return sum(v for n, _, v in samples if n == name)
+
+
+def _per_position(samples: Samples) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for name, labels, value in samples:
+        if name == ACCEPTED_PER_POS and labels.get("position", "").isdigit():
+            out[int(labels["position"])] = out.get(int(labels["position"]), 0.0) + value
+    return out
+
+
+# ---- detect --------------------------------------------------------------------------------------------------------
+
+
+def detect(url: str, token: str | None = None, timeout: float = 30.0, engine: str | None = None) -> ServerInfo:
+    """Which engine serves ``url``, its version, the model and the speculative settings it reports. ``engine``
+    ("vllm" / "sglang") skips the detection. AttachError when the server is not reachable or not speculative."""
+    return _detect(_server(url, token), timeout, engine)
+
+
+def _detect(server: _Server, timeout: float, engine: str | None) -> ServerInfo:
+    if engine is not None and engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    info = _optional_json(server, "/server_info", timeout)  # SGLang; vLLM only with VLLM_SERVER_DEV_MODE=1
+    if info is None:
+        info = _optional_json(server, "/get_server_info", timeout)  # SGLang before /server_info
+    metrics: str | None = _optional_json(server, "/metrics", timeout, text=True)
+    if engine is None:
+        engine = _which_engine(server, info, metrics, timeout)
+    found = _vllm_info(server, info, metrics, timeout) if engine == "vllm" else _sglang_info(server, info)
+    if not found.speculative:
+        raise AttachError(
+            f"the {engine} server at {server.url} does not run speculative decoding ({found.not_reported})",
+            hint='serve the target with the draft: vLLM --speculative-config \'{"method": "eagle3", "model": '
+            "DRAFT, ...}', SGLang --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT",
+        )
+    return found
+
+
+def _optional_json(server: _Server, path: str, timeout: float, text: bool = False) -> Any:
+    """The JSON (``text``: the text) at ``path``, or None when the server answers 404/405 there (an endpoint this
+    engine lacks)."""
+    try:
+        if text:
+            return server.request(path, None, timeout, "before the run").decode("utf-8", errors="replace")
+        return server.json(path, None, timeout, "before the run")
+    except AttachError as exc:
+        if " HTTP 404 " in exc.cause or " HTTP 405 " in exc.cause:
+            return None
+        raise
+
+
+def _which_engine(server: _Server, info: Any, metrics: str | None, timeout: float) -> str:
+    if isinstance(info, dict) and "vllm_config" in info:
+        return "vllm"
+    if isinstance(info, dict) and "model_path" in info and ("speculative_algorithm" in info or "version" in info):
+        return "sglang"
+    if metrics is not None and re.search(r"^vllm:", metrics, re.M):
+        return "vllm"
+    if metrics is not None and re.search(r"^sglang:", metrics, re.M):
+        return "sglang"
+    if _optional_json(server, "/version", timeout) is not None:
+        return "vllm"
+    raise AttachError(
+        f"the server at {server.url} answers, but neither as vLLM nor as SGLang (no /server_info, /metrics or "
+        "/version of either)",
+        hint="pass --engine vllm or --engine sglang to say which engine serves it",
+    )
+
+
+def _vllm_info(server: _Server, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
+    version = _optional_json(server, "/version", timeout)
+    models = server.json("/v1/models", None, timeout, "before the run")
+    try:
+        model = models["data"][0]
+    except (KeyError, IndexError, TypeError):
+        raise _missing(server, "/v1/models", "data[0]") from None
+    reported = ["/version", "/v1/models"]
+    config = _optional_json(server, "/server_info?config_format=json", timeout) if info is not None else None
+    spec = config.get("vllm_config", {}).get("speculative_config") if isinstance(config, dict) else None
+    if metrics is None:
+        raise AttachError(
+            f"the vLLM server at {server.url} has no /metrics: acceptance is read from its spec-decode counters",
+            hint="start it without --disable-log-stats (vLLM serves /metrics by default)",
+        )
+    samples = parse_metrics(metrics)
+    reported.append("/metrics")
+    counters = any(n == DRAFTS for n, _, _ in samples)
+    positions = _per_position(samples)
+    not_reported = None
+    if isinstance(spec, dict):
+        reported.append("/server_info")
+        method, draft, k = spec.get("method"), spec.get("model"), spec.get("num_speculative_tokens")
+    else:
+        method, draft, k = ("speculative" if counters else None), None, (len(positions) or None)
+        not_reported = (
+            "vLLM reports its draft only on /server_info, which it serves with VLLM_SERVER_DEV_MODE=1; "
+            "the number of draft tokens is read from the per-position counters"
+            if counters
+            else "its /metrics has no vllm:spec_decode_* counters"
+        )
+    return ServerInfo(
+        url=server.url,
+        engine="vllm",
+        version=str(version.get("version")) if isinstance(version, dict) else "unknown",
+        model=str(model.get("id")),
+        model_path=model.get("root") or model.get("id"),
+        speculative=counters or bool(spec),
+        method=method,
+        draft_path=str(draft) if draft else None,
+        num_speculative_tokens=int(k) if k is not None else None,
+        reported_by=reported,
+        not_reported=not_reported,
+    )
+
+
+def _sglang_info(server: _Server, info: Any) -> ServerInfo:
+    """SGLang 0.5.23: ``/server_info`` is ``ServerArgs.resolved_dict()`` plus ``version``
+    (``srt/entrypoints/http_server.py:863-894``, ``srt/utils/common.py:3584-3593``); the speculative fields are
+    ``srt/arg_groups/fields/spec.py:31-66``."""
+    if not isinstance(info, dict) or "model_path" not in info:
+        raise _missing(server, "/server_info", "model_path")
+    method = info.get("speculative_algorithm")
+    steps = info.get("speculative_num_steps")
+    return ServerInfo(
+        url=server.url,
+        engine="sglang",
+        version=str(info.get("version", "unknown")),
+        model=str(info.get("served_model_name") or info["model_path"]),
+        model_path=str(info["model_path"]),
+        speculative=bool(method),
+        method=str(method) if method else None,
+        draft_path=info.get("speculative_draft_model_path"),
+        num_speculative_tokens=int(steps) if steps is not None else None,
+        reported_by=["/server_info"],
+        not_reported=None if method else "its /server_info has speculative_algorithm null",
+    )
+
+
+def _missing(server: _Server, path: str, what: str) -> AttachError:
+    return AttachError(
+        f"{server.url}{path} answered without {what}",
+        hint="this server's answers are not the shapes this eagle-convert was built against (vLLM 0.32, SGLang "
+        "0.5.23); pass --engine to force the engine, or report the server's version",
+    )
+
+
+# ---- run -----------------------------------------------------------------------------------------------------------
+
+
+def run(
+    url: str,
+    token: str | None,
+    prompts: Sequence[Sequence[int]],
+    new_tokens: int,
+    concurrency: int = 8,
+    timeout: float = 300.0,
+    engine: str | None = None,
+    draft: Path | None = None,
+) -> AttachedRun:
+    """Send ``prompts`` (token ids) to the server at ``url``, greedy, ``new_tokens`` each with EOS ignored, at most
+    ``concurrency`` at once, and measure acceptance from the server's own records. ``timeout``: seconds per HTTP
+    request. ``draft``: the DRAFT directory the served draft is compared with. AttachError on any fault."""
+    if concurrency < 1 or new_tokens < 1 or not prompts:
+        raise UsageError("--engine-concurrency and the number of new tokens must be at least 1, with a prompt or more")
+    server = _server(url, token)
+    info = _detect(server, timeout, engine)
+    identity, note = draft_identity(info.draft_path, draft)
+    measure = _run_sglang if info.engine == "sglang" else _run_vllm
+    counts = measure(server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
+    mean, rates = acceptance(counts.drafts, counts.accepted_tokens, counts.accepted_per_position)
+    return AttachedRun(
+        server=info,
+        prompts=len(prompts),
+        new_tokens=new_tokens,
+        concurrency=concurrency,
+        outputs=counts.outputs,
+        drafts=counts.drafts,
+        draft_tokens=counts.draft_tokens,
+        accepted_tokens=counts.accepted_tokens,
+        accepted_per_position=counts.accepted_per_position,
+        mean_acceptance_length=mean,
+        acceptance_per_position=rates,
+        measured_from=counts.measured_from,
+        foreign_traffic=counts.foreign_traffic,
+        draft_identity=identity,
+        draft_identity_note=note,
+        wall_s=counts.wall_s,
+    )
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """What one engine's records say about the run, before the rates are derived."""
+
+    outputs: list[list[int]]
+    drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    accepted_per_position: list[int]
+    measured_from: str
+    foreign_traffic: list[CounterMove]
+    wall_s: float
+
+
+def _send_all(
+    prompts: list[list[int]], concurrency: int, send: Callable[[list[int]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``send`` on every prompt with at most ``concurrency`` in flight; answers in prompt order. The first failure
+    cancels what has not started and is raised once the requests in flight have ended."""
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="engine-url") as pool:
+        futures = [pool.submit(send, p) for p in prompts]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futures if f in done and f.exception() is not None), None)
+        if failed is not None:
+            for f in futures:
+                f.cancel()
+            error = failed.exception()
+            assert error is not None
+            raise error
+        return [f.result() for f in futures]
+
+
+def _run_vllm(
+    server: _Server, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+) -> _Counts:
+    def send(prompt: list[int]) -> dict[str, Any]:
+        body = {
+            "model": info.model,
+            "prompt": prompt,
+            "max_tokens": new_tokens,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "return_token_ids": True,
+        }
+        answer = server.json("/v1/completions", body, timeout, "during the run")
+        try:
+            choice, generated = answer["choices"][0], int(answer["usage"]["completion_tokens"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise _missing(server, "/v1/completions", "choices[0] and usage.completion_tokens") from None
+        if generated != new_tokens:
+            raise AttachError(
+                f"{server.url}/v1/completions generated {generated} tokens, not the {new_tokens} asked for "
+                f"(finish_reason {choice.get('finish_reason')!r})",
+                hint="lower the number of new tokens (--engine-tokens) below the server's --max-model-len minus the "
+                "prompt",
+            )
+        return {"token_ids": [int(t) for t in choice.get("token_ids") or []]}
+
+    before = _scrape(server, timeout, "before the run")
+    started = time.perf_counter()
+    answers = _send_all(prompts, concurrency, send)
+    expected = {
+        REQUESTS: float(len(prompts)),
+        PROMPT_TOKENS: float(sum(len(p) for p in prompts)),
+        GENERATION_TOKENS: float(len(prompts) * new_tokens),
+    }
+    after = _settled(server, before, expected[REQUESTS], timeout)
+    wall = time.perf_counter() - started
+    moved = {name: _total(after, name) - _total(before, name) for name in (*expected, DRAFTS, DRAFT_TOKENS, ACCEPTED)}
+    if moved[REQUESTS] < expected[REQUESTS]:
+        raise AttachError(
+            f"the counters of {server.url}/metrics counted {moved[REQUESTS]:.0f} finished requests during the run, "
+            f"fewer than the {len(prompts)} it answered: the metrics are not those of the server that answered",
+            hint="point --engine-url at one server, not at a load balancer in front of several",
+        )
+    foreign = [CounterMove(n, e, moved[n]) for n, e in expected.items() if moved[n] != e]
+    foreign += [CounterMove(n, 0.0, _total(after, n)) for n in IN_FLIGHT if _total(after, n) > 0]
+    drafts = int(moved[DRAFTS])
+    if drafts <= 0:
+        raise AttachError(
+            f"the vLLM server at {server.url} drafted nothing during the run ({_SPEC}drafts_total did not move)",
+            hint="serve the target with the draft (--speculative-config), and ask for more than one new token",
+        )
+    pos_before, pos_after = _per_position(before), _per_position(after)
+    per_position = [int(pos_after[i] - pos_before.get(i, 0.0)) for i in sorted(pos_after)]
+    return _Counts(
+        outputs=[a["token_ids"] for a in answers],
+        drafts=drafts,
+        draft_tokens=int(moved[DRAFT_TOKENS]),
+        accepted_tokens=int(moved[ACCEPTED]),
+        accepted_per_position=per_position,
+        measured_from="vllm /metrics counters, diffed around the run",
+        foreign_traffic=foreign,
+        wall_s=wall,
+    )
+
+
+def _scrape(server: _Server, timeout: float, phase: str) -> Samples:
+    return parse_metrics(server.request("/metrics", None, timeout, phase).decode("utf-8", errors="replace"))
+
+
+def _settled(server: _Server, before: Samples, requests: float, timeout: float) -> Samples:
+    """The counters after the run, once they count at least ``requests`` more finished requests (vLLM records a
+    step's stats just after it sends the step's answers) or SETTLE_S has passed."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        after = _scrape(server, timeout, "after the run")
+        if _total(after, REQUESTS) - _total(before, REQUESTS) >= requests or time.monotonic() > deadline:
+            return after
+        time.sleep(0.1)
+
+
+def _run_sglang(
+    server: _Server, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+) -> _Counts:
+    """SGLang 0.5.23's native ``/generate`` (``srt/entrypoints/http_server.py:928-935``) with ``input_ids``; each
+    answer's ``meta_info`` carries this request's speculative counts (``tokenizer_manager.py:3138-3201``):
+    ``spec_verify_ct`` (verify steps = drafts), ``spec_num_correct_drafts`` (accepted draft tokens, no bonus),
+    ``spec_num_proposed_drafts`` (= verify steps x (speculative_num_draft_tokens - 1)) and
+    ``spec_correct_drafts_histogram`` (histogram[n] = steps that accepted exactly n draft tokens;
+    ``schedule_batch.py:1566-1572``)."""
+
+    def send(prompt: list[int]) -> dict[str, Any]:
+        body = {
+            "input_ids": prompt,
+            "sampling_params": {"max_new_tokens": new_tokens, "temperature": 0.0, "ignore_eos": True},
+        }
+        answer = server.json("/generate", body, timeout, "during the run")
+        meta = answer.get("meta_info") if isinstance(answer, dict) else None
+        needed = ("spec_verify_ct", "spec_num_correct_drafts", "completion_tokens")
+        if not isinstance(meta, dict) or any(k not in meta for k in needed):
+            raise _missing(server, "/generate", "meta_info." + ", meta_info.".join(needed))
+        if int(meta["completion_tokens"]) != new_tokens:
+            raise AttachError(
+                f"{server.url}/generate generated {meta['completion_tokens']} tokens, not the {new_tokens} asked for "
+                f"(finish_reason {meta.get('finish_reason')!r})",
+                hint="lower the number of new tokens below the server's --context-length minus the prompt",
+            )
+        return {"token_ids": [int(t) for t in answer.get("output_ids") or []], "meta": meta}
+
+    started = time.perf_counter()
+    answers = _send_all(prompts, concurrency, send)
+    wall = time.perf_counter() - started
+    metas = [a["meta"] for a in answers]
+    drafts = sum(int(m["spec_verify_ct"]) for m in metas)
+    accepted = sum(int(m["spec_num_correct_drafts"]) for m in metas)
+    proposed = sum(int(m.get("spec_num_proposed_drafts", 0)) for m in metas)
+    histogram = [0] * max((len(m.get("spec_correct_drafts_histogram") or []) for m in metas), default=0)
+    for m in metas:
+        for n, steps in enumerate(m.get("spec_correct_drafts_histogram") or []):
+            histogram[n] += int(steps)
+    # a step that accepted n draft tokens accepted one at each of positions 0..n-1
+    width = max(info.num_speculative_tokens or 0, len(histogram) - 1)
+    per_position = [sum(histogram[n] for n in range(p + 1, len(histogram))) for p in range(width)]
+    return _Counts(
+        outputs=[a["token_ids"] for a in answers],
+        drafts=drafts,
+        draft_tokens=proposed,
+        accepted_tokens=accepted,
+        accepted_per_position=per_position,
+        measured_from="sglang per-request meta_info (this run's requests only)",
+        foreign_traffic=[],
+        wall_s=wall,
+    )
+
+
+# ---- draft identity ------------------------------------------------------------------------------------------------
+
+
+def draft_identity(served: str | None, draft: Path | None) -> tuple[str, str]:
+    """("same" | "different" | "unknown", how it was decided): the draft the server names against DRAFT, by
+    resolved path, else (when the served path is readable here) by the sha256 of config.json and the weights."""
+    if draft is None:
+        return "unknown", "no DRAFT directory to compare with"
+    if served is None:
+        return "unknown", "the server does not say which draft it serves"
+    here, there = Path(draft).resolve(), Path(served).expanduser()
+    if there.is_absolute() and there.resolve() == here:
+        return "same", f"the server serves {served}, which is DRAFT"
+    if not there.is_dir():
+        return "unknown", f"the server serves {served}, which is not a directory readable here to compare with DRAFT"
+    mine, theirs = _fingerprint(here), _fingerprint(there)
+    if mine == theirs:
+        return "same", f"the server serves {served}: config.json and weights have DRAFT's sha256"
+    return "different", f"the server serves {served}: its config.json or weights differ from DRAFT's"
+
+
+def _fingerprint(directory: Path) -> list[tuple[str, int, str | None]]:
+    """(name, size, sha256) of config.json and each safetensors file: what makes two directories the same draft."""
+    from eagle_convert.read.digest import hash_files
+
+    names = sorted(p.name for p in directory.iterdir() if p.name == "config.json" or p.suffix == ".safetensors")
+    return [(d.name, d.size, d.sha256) for d in hash_files(directory, names)]
