@@ -19,7 +19,7 @@ from eagle_convert.draft.aux_layers import CONVENTIONS
 from eagle_convert.errors import UsageError
 from eagle_convert.normalize.profiles import PROFILES
 from eagle_convert.read.config import FAMILIES
-from eagle_convert.reference.compute import DEVICES, DTYPES, check_device, check_dtype
+from eagle_convert.reference.compute import DEVICES, DTYPE_CHOICES, check_device, check_dtype_choice
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import FAIL_LEVELS
 
@@ -95,7 +95,21 @@ def device_option(help: str) -> Any:
 
 
 def dtype_option(help: str) -> Any:
-    return choice(DTYPES, DTYPES[0], "--dtype", help=help, one_of=OneOf(DTYPES, check_dtype))
+    """``--dtype auto|float32|bfloat16|float16`` (default auto: decided against the memory at hand before anything
+    is loaded, reference/budget.py), checked by the library while parsing."""
+    return choice(
+        DTYPE_CHOICES,
+        DTYPE_CHOICES[0],
+        "--dtype",
+        help=f"{help} {DTYPE_AUTO_HELP}",
+        one_of=OneOf(DTYPE_CHOICES, check_dtype_choice),
+    )
+
+
+DTYPE_AUTO_HELP = (
+    "auto: float32 where it fits the memory at hand and costs little, else the model's own dtype; a run that "
+    "cannot fit stops before loading, saying what would ($EAGLE_CONVERT_MEMORY_LIMIT overrides the memory measured)."
+)
 
 
 def profile_option(help: str) -> Any:

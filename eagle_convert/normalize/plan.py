@@ -170,8 +170,19 @@ def normalize_checkpoint(
         require_torch("--aux-convention auto")
         from eagle_convert.probe.run import measure_convention
         from eagle_convert.reference.compute import resolve
+        from eagle_convert.verify.run import reference_run_of, target_weights_of
 
-        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype), **(probe or {}))
+        options = probe or {}
+        run = reference_run_of(
+            detect(ckpt, target_cfg, None),
+            ckpt,
+            target_cfg,
+            target_weights_of(target_cfg),
+            options.get("token_ids"),
+            options.get("min_positions"),
+            options.get("steps", 3),
+        )
+        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype, run), **options)
     spec = detect(ckpt, target_cfg, aux_convention)
     family = target_cfg.family if target_cfg else target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)

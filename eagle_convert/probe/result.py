@@ -62,6 +62,7 @@ class ProbeResult:
     alpha: float = ALPHA  # what a verdict needs: sign test p below alpha, and a difference past a floor
     top1_floor: float = TOP1_FLOOR
     accept_floor: float = ACCEPT_FLOOR
+    dtype_reason: str = ""  # why this dtype (--dtype auto's decision against the memory, or as asked)
 
     def row(self, name: str) -> ProbeRow:
         return next(r for r in self.rows if r.reading == name)

@@ -1,13 +1,14 @@
 """Where and in what precision the reference models run: ``--device auto|cpu|cuda[:N]`` and ``--dtype``.
 
 The choices and their checks need no torch, so the command line checks them while it parses (``inspect`` and a
-``normalize --dry-run`` never import torch); torch is imported when a ``Compute`` is made.
+``normalize --dry-run`` never import torch); torch is imported when a ``Compute`` is made. ``--dtype auto`` is
+decided against the memory at hand by reference/budget.py, before anything is loaded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -16,8 +17,12 @@ from eagle_convert.errors import UsageError, check_choice
 if TYPE_CHECKING:
     import torch
 
+    from eagle_convert.reference.budget import ReferenceRun
+
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")  # cuda:N: the CUDA device with index N
 DTYPES = ("float32", "bfloat16", "float16")  # torch dtypes, by name
+AUTO = "auto"  # --dtype auto: float32 where it fits and is cheap, else the model's dtype (reference/budget.py)
+DTYPE_CHOICES = (AUTO, *DTYPES)
 _DEVICE = re.compile(r"auto|cpu|cuda(?::\d+)?")
 
 
@@ -37,10 +42,18 @@ def check_dtype(dtype: str) -> str:
     return check_choice("dtype", dtype, DTYPES)
 
 
+def check_dtype_choice(dtype: str) -> str:
+    """``dtype`` when it is ``auto`` or one of :data:`DTYPES`, else a UsageError naming them (``--dtype``)."""
+    return check_choice("dtype", dtype, DTYPE_CHOICES)
+
+
 @dataclass(frozen=True)
 class Compute:
+    """A device and a dtype, and why that dtype (``--dtype auto``'s decision; empty when none was made)."""
+
     device: torch.device
     dtype: torch.dtype
+    reason: str = field(default="", compare=False, repr=False)
 
     @property
     def dtype_name(self) -> str:
@@ -75,18 +88,39 @@ def __getattr__(name: str) -> Compute:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def resolve(device: str = "auto", dtype: str = "float32") -> Compute:
+def resolve(device: str = "auto", dtype: str = "float32", run: ReferenceRun | None = None) -> Compute:
     """``auto`` is the first CUDA device when torch sees one, else the CPU. Asking for CUDA without one is an error,
-    never a silent fall-back: a CI job that wants the GPU should fail loudly when it has none."""
-    torch_dtype_name = check_dtype(dtype)
-    name = check_device(device)
+    never a silent fall-back: a CI job that wants the GPU should fail loudly when it has none.
+
+    With ``run`` (what the reference run will hold), the dtype is checked against the memory of the chosen device
+    first (reference/budget.py): ``auto`` picks one that fits, and a run that cannot fit is a UsageError before
+    anything is loaded. ``auto`` without a ``run`` has nothing to size and is float32."""
+    check_dtype_choice(dtype)
+    place = _device(check_device(device), device)
+    if run is None:
+        name = "float32" if dtype == AUTO else dtype
+        return Compute(place, _torch_dtype(name), "float32: not sized (no run described)" if dtype == AUTO else "")
+    from eagle_convert.reference import budget
+
+    choice = budget.choose_dtype(run, dtype, budget.available_memory(place.type, place.index or 0))
+    return Compute(place, _torch_dtype(choice.dtype), choice.reason)
+
+
+def _torch_dtype(name: str) -> torch.dtype:
     import torch
 
-    torch_dtype = getattr(torch, torch_dtype_name)
+    dtype: torch.dtype = getattr(torch, check_dtype(name))
+    return dtype
+
+
+def _device(name: str, device: str) -> torch.device:
+    """The torch device ``name`` (checked by :func:`check_device`) stands for here."""
+    import torch
+
     if name == "auto":
-        return Compute(torch.device("cuda:0" if torch.cuda.is_available() else "cpu"), torch_dtype)
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     if name == "cpu":
-        return Compute(torch.device("cpu"), torch_dtype)
+        return torch.device("cpu")
     if not torch.cuda.is_available():
         raise UsageError(
             f"--device {device}: torch sees no CUDA device here",
@@ -95,4 +129,24 @@ def resolve(device: str = "auto", dtype: str = "float32") -> Compute:
     number = int(name.partition(":")[2] or 0)
     if number >= torch.cuda.device_count():
         raise UsageError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
-    return Compute(torch.device(f"cuda:{number}"), torch_dtype)
+    return torch.device(f"cuda:{number}")
+
+
+def matmul_rate(compute: Compute, size: int = 2048, rows: int = 512) -> float:
+    """FLOP/s of a layer-shaped matmul (``[rows, size] @ [size, size]``) on ``compute``'s device and dtype, measured
+    now (one warm-up, then the best of three): the rate a time estimate divides by."""
+    import time
+
+    import torch
+
+    a = torch.randn(rows, size, device=compute.device).to(compute.dtype)
+    b = torch.randn(size, size, device=compute.device).to(compute.dtype)
+    best = float("inf")
+    for attempt in range(4):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        if compute.device.type == "cuda":
+            torch.cuda.synchronize(compute.device)
+        if attempt:  # the first one warms up
+            best = min(best, time.perf_counter() - start)
+    return 2.0 * rows * size * size / max(best, 1e-9)

@@ -152,6 +152,8 @@ def _caption(p: ProbeResult, columns: tuple[_Column, ...]) -> str:
         )
     if ci:
         parts.append("[ ]: 95% intervals")
+    if p.dtype_reason:  # why the reference ran in this dtype (--dtype auto's decision, with the memory figures)
+        parts.append(f"dtype {p.dtype_reason}")
     if any(r.diagnostic for r in p.rows):
         parts.append(
             f"the rows under `{_DIAGNOSTICS[:-1]}` move one aux state alone and score the first draft token only "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -116,6 +116,7 @@ def probe_findings(
             text=settings.text,
             min_positions=settings.min_positions,
         )
+        result = replace(result, dtype_reason=settings.compute.reason)
     except EagleConvertError as exc:
         return (
             [finding("EC702", f"the probe cannot run this draft with this target: {exc.message}")]
@@ -215,8 +216,10 @@ def forward_chain(draft: LoadedDraft, steps: int = 2, *, compute: Compute = CPU_
     tokens = torch.randint(0, cfg.vocab_size, (t_len,), generator=g).to(device)
     aux = torch.randn(t_len, cfg.num_aux * cfg.target_hidden_size, generator=g).to(device, dtype)
     embed = None
-    if weights.get("embed_tokens.weight") is None:
-        embed = (torch.randn(cfg.vocab_size, cfg.hidden_size, generator=g) * 0.02).to(device, dtype)
+    if weights.get("embed_tokens.weight") is None:  # a [V, H] table without V*H values (an 8B vocab: 2 GB float32):
+        # row v is the window base[v : v + H] of one random vector, so every token still has its own row
+        base = (torch.randn(cfg.vocab_size + cfg.hidden_size - 1, generator=g) * 0.02).to(device, dtype)  # [V+H-1]
+        embed = base.as_strided((cfg.vocab_size, cfg.hidden_size), (1, 1))  # [V, H], a view of base
     chain = eagle3_draft.chain(cfg, weights, tokens, aux, steps, embed=embed)
     finite = all(bool(torch.isfinite(s.logits).all() and torch.isfinite(s.next_hidden).all()) for s in chain)
     return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"

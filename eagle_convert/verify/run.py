@@ -33,6 +33,8 @@ from eagle_convert.verify.report import CheckOutcome, VerifyReport
 if TYPE_CHECKING:
     from eagle_convert.engine_level import EngineSettings
     from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.reference.budget import ReferenceRun
+    from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
     from eagle_convert.reference.llama import SafetensorsWeights
 
@@ -170,18 +172,21 @@ def verify_checkpoint(
     prompts: Path | None = None,
     probe_text: str = "greedy",
     device: str = "auto",
-    dtype: str = "float32",
+    dtype: str = "auto",
     probe_progress: Callable[[str, int, int], None] | None = None,
     aux_convention: str | None = None,
     engine_settings: EngineSettings | None = None,
     probe_positions: int | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
-    The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``;
-    ``probe_progress(what, done, total)`` hears of the tensors read at ``tensors`` and of the target layers run in
-    the probe's long parts. The ``engine`` level also runs the draft in a real engine (``engine_settings``: which
-    engine environment, how many tokens).
+    The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``
+    (``auto``: float32 where it fits and is cheap, else the model's dtype; a run that cannot fit the memory at hand
+    stops with a UsageError before anything is loaded, reference/budget.py); ``probe_progress(what, done, total)``
+    hears of the tensors read at ``tensors`` and of the target layers run in the probe's long parts. The ``engine``
+    level also runs the draft in a real engine (``engine_settings``: which engine environment, how many tokens).
+    ``notice`` hears, before a long target level starts, an estimate of its time (a line for people).
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
     check_choice("level", level, LEVELS)
@@ -259,14 +264,23 @@ def verify_checkpoint(
         from eagle_convert.verify.tensors import content_findings
 
         forward = depth >= LEVELS.index("forward")
-        target_weights = _target_weights(target_cfg)
+        target_weights = target_weights_of(target_cfg)
+        chosen_compute = None
+        if forward:  # sized and decided before a tensor is read
+            from eagle_convert.reference import compute
+
+            probed = target_cfg if depth >= LEVELS.index("target") else None
+            run = reference_run_of(spec, ckpt, probed, target_weights, token_ids, probe_positions, probe_steps)
+            chosen_compute = compute.resolve(device, dtype, run)
+            if notice is not None and probed is not None:
+                _time_notice(run, chosen_compute, notice)
         with TensorReader(ckpt, keep=forward) as reader:
             found += content_findings(ctx, enabled, probe_progress, reader, target_weights)
-            if forward:
+            if chosen_compute is not None:
                 more, probe, engine_run = _forward_levels(
                     ckpt, spec, reader, target_cfg, target_weights, depth, enabled, releases, engine_settings,
                     ForwardOptions(token_ids, prompts, probe_text, probe_steps, reference_hidden_states, oracle,
-                                   probe_progress, probe_positions, device, dtype),
+                                   probe_progress, probe_positions, chosen_compute, dtype),
                 )  # fmt: skip
                 found += more
 
@@ -303,11 +317,53 @@ class ForwardOptions:
     oracle: str | None
     progress: Callable[[str, int, int], None] | None
     positions: int | None
-    device: str
-    dtype: str
+    compute: Compute  # where and in what dtype (decided against the memory before anything was loaded)
+    dtype: str  # --dtype as asked: "auto" leaves the engine level its own default (float32 on a CPU)
 
 
-def _target_weights(target_cfg: TargetConfig | None) -> SafetensorsWeights | None:
+LONG_RUN_FLOP = 1e13  # a probe above this (about 10 s at 1 TFLOP/s) hears its time estimate first
+
+
+def _time_notice(run: ReferenceRun, chosen: Compute, notice: Callable[[str], None]) -> None:
+    """Tell ``notice`` how long the probe should take, when that is long enough to be worth a measured rate."""
+    from eagle_convert.reference.budget import time_estimate
+    from eagle_convert.reference.compute import matmul_rate
+
+    if sum(run.flops()) >= LONG_RUN_FLOP:
+        notice(time_estimate(run, matmul_rate(chosen))[1])
+
+
+def reference_run_of(
+    spec: DraftSpec,
+    ckpt: Checkpoint,
+    target_cfg: TargetConfig | None,
+    target_weights: SafetensorsWeights | None,
+    token_ids: list[list[int]] | None,
+    positions: int | None,
+    steps: int,
+) -> ReferenceRun:
+    """What the forward levels will hold, sized from the headers and configs already read (the target's part only
+    when the target level runs it): what ``compute.resolve`` decides ``--dtype`` against. normalize's
+    ``--aux-convention auto`` probes the same pair and can size its run with it too."""
+    from eagle_convert.reference.budget import reference_run
+
+    aux = spec.aux.hidden_state_indices or spec.aux.ids or [0, 0, 0]
+    target_tensors = None
+    if target_cfg is not None and target_weights is not None:
+        target_tensors = {n: target_weights.shape(n) or () for n in target_weights.names()}
+    return reference_run(
+        {name: info.shape for name, info in ckpt.tensors.items()},
+        spec.vocab.draft_vocab_size or spec.vocab.vocab_size or 0,
+        len(aux),
+        target_cfg.raw if target_cfg is not None else None,
+        target_tensors,
+        token_ids,
+        **({"min_positions": positions} if positions is not None else {}),
+        steps=steps,
+    )
+
+
+def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | None:
     """The target's weights (its shards' names, nothing read), when --target is a directory that has them."""
     if target_cfg is None:
         return None
@@ -339,10 +395,9 @@ def _forward_levels(
     reference target: (findings, the probe report, the engine run)."""
     from eagle_convert.probe.run import LoadedDraft, load_draft
     from eagle_convert.probe.target import Target
-    from eagle_convert.reference import compute
     from eagle_convert.verify.forward import ProbeSettings, forward_findings, probe_findings
 
-    chosen_compute = compute.resolve(options.device, options.dtype)
+    chosen_compute = options.compute
     draft: LoadedDraft | EagleConvertError
     try:
         draft = load_draft(ckpt, spec, chosen_compute, reader)
