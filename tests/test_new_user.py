@@ -88,7 +88,7 @@ def test_device_takes_what_the_library_resolves(capsys: pytest.CaptureFixture[st
 
     from eagle_convert.cli.main import app
     from eagle_convert.cli.options import choices_of
-    from eagle_convert.reference.compute import DEVICES, DTYPES
+    from eagle_convert.reference.compute import DEVICES, DTYPE_CHOICES
     from eagle_convert.rules.registry import LEVELS
 
     for device in ("cuda:1", "CUDA", "cpu"):
@@ -96,7 +96,7 @@ def test_device_takes_what_the_library_resolves(capsys: pytest.CaptureFixture[st
         assert code == 2 and err.startswith(f"Error: {tmp_path / 'nope'}: no such file or directory"), err
     verify = get_command(app).commands["verify"]  # type: ignore[attr-defined]
     choices = {p.name: choices_of(p) for p in verify.params}
-    assert choices["device"] == DEVICES and choices["dtype"] == DTYPES and choices["level"] == LEVELS
+    assert choices["device"] == DEVICES and choices["dtype"] == DTYPE_CHOICES and choices["level"] == LEVELS
 
 
 # ---- 14: rules explain themselves, findings say how to fix them ------------------------------------------------
@@ -233,8 +233,8 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal() -> None:
     plain.steps("target: generating probe text", 12, 12)
     plain.bytes("hashing", 1024, 4096)
     lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("target: generating probe text: 5/12 layers (0:00 elapsed)")
-    assert lines[1].startswith("target: generating probe text: 12/12 layers")
+    assert lines[0].startswith("target: generating probe text: 5/12 steps (0:00 elapsed)")
+    assert lines[1].startswith("target: generating probe text: 12/12 steps")
     assert lines[2].startswith("hashing: 1.0 KiB of 4.0 KiB (25%)")
     quiet = io.StringIO()
     console.PlainProgress(quiet, interval=3600).steps("fast", 3, 3)  # quick work prints nothing
@@ -265,7 +265,7 @@ def test_steps_bar_off_a_terminal_gives_the_probe_a_callback(monkeypatch: pytest
         update("target: generating probe text", 4, 12)
         update(console.TENSOR_VALUES, 7, 7)
     assert stream.getvalue().splitlines() == [
-        "target: generating probe text: 4/12 layers (0:00 elapsed)",
+        "target: generating probe text: 4/12 steps (0:00 elapsed)",
         f"{console.TENSOR_VALUES}: 7/7 tensors (0:00 elapsed)",
     ]
 

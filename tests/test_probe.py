@@ -380,8 +380,7 @@ def test_generation_packs_prompts_exactly(random_target: Path) -> None:
     assert [len(s) for s in together] == [5, 7, 6]
     sampled = target.generate(prompts, 4, sample_seed=0)
     assert sampled == target.generate(prompts, 4, sample_seed=0) and sampled != together  # seeded, and not greedy
-    total = 4 * target.num_layers  # one packed pass per new token
-    assert seen[0] == ("target: generating probe text", 0, total) and seen[-1][1:] == (total, total)
+    assert seen[0] == ("target: generating probe text", 0, 4) and seen[-1][1:] == (4, 4)  # counted in steps
 
 
 def test_probe_reports_progress_device_and_dtype(clean: Path, random_target: Path) -> None:
@@ -491,7 +490,7 @@ def test_progress_bars_on_a_terminal(clean: Path, random_target: Path) -> None:
     reader.join(timeout=10)
     os.close(main)
     text = b"".join(chunks).decode("utf-8", "replace")
-    assert "generating probe text" in text and "probe: draft chains" in text and "layers" in text
+    assert "generating probe text" in text and "probe: draft chains" in text and "steps" in text
     assert "Acceptance probe" in text
 
 

@@ -2,8 +2,9 @@
 
 :class:`Target` runs the target layer by layer (reference/llama.py or reference/deepseek.py) on one device and
 dtype; :func:`teacher_forced` scores given text in packed passes; :func:`generated` has the target continue prompts
-greedily with a KV cache (reference/llama_decode.py), capturing the hidden states on the way, and keeps the last
-few texts for the rest of the process.
+(greedy or sampled) with a KV cache, streamed layer by layer once per step for the whole batch
+(reference/llama_decode.py, reference/deepseek_decode.py), capturing the hidden states on the way, and keeps the
+last few texts for the rest of the process.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
 
 Progress = Callable[[str, int, int], None]
 """``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
+
+GENERATING = "target: generating probe text"  # counts generation steps (render/console.py names the unit)
+TARGET_PASSES = "probe: target passes"  # counts target layers
 
 
 class Target:
@@ -139,30 +143,32 @@ class Target:
         sample_seed: int | None = None,
     ) -> list[list[int]]:
         """Each prompt followed by the target's own continuation, greedy or (``sample_seed``) sampled at temperature
-        1, all prompts packed into each pass (one read of the weights per new token; full recomputation, no cache)."""
+        1, all prompts packed into each pass (one read of the weights per new token; full recomputation, no cache:
+        the oracle of the KV-cached decoders). Progress counts steps."""
         seqs = [list(p) for p in prompts]
         g = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
-        plans = [self.passes([len(p) + step for p in prompts]) for step in range(new_tokens)]
-        ticker = Ticker(progress, "target: generating probe text", sum(map(len, plans)) * self.num_layers)
-        for plan in plans:
-            for group in plan:
-                out, spans = self.run_packed(seqs, group, (), ticker)
+        ticker = Ticker(progress, GENERATING, new_tokens)
+        for step in range(new_tokens):
+            for group in self.passes([len(p) + step for p in prompts]):
+                out, spans = self.run_packed(seqs, group, (), lambda _layer: None)
                 for i, (_, stop) in zip(group, spans, strict=True):
                     last = out.logits[stop - 1].float().cpu()
                     pick = last.argmax() if g is None else torch.multinomial(last.softmax(-1), 1, generator=g)[0]
                     seqs[i].append(int(pick))
+            ticker(step)
         return seqs
 
 
 class Ticker:
-    """Counts target layers for a :data:`Progress` callback."""
+    """Counts what a piece of work reports (target layers, generation steps, chains) for a :data:`Progress`
+    callback."""
 
     def __init__(self, progress: Progress | None, what: str, total: int) -> None:
         self.progress, self.what, self.total, self.done = progress, what, total, 0
         if progress is not None:
             progress(what, 0, total)
 
-    def __call__(self, _layer: int) -> None:
+    def __call__(self, _index: int) -> None:
         self.done += 1
         if self.progress is not None:
             self.progress(self.what, self.done, self.total)
@@ -190,7 +196,7 @@ def teacher_forced(
 ) -> list[Chunk]:
     """Packed teacher-forced passes over the sequences (given text, or text generated without a cache)."""
     plan = target.passes([len(s) for s in sequences])
-    ticker = Ticker(progress, "probe: target passes", len(plan) * target.num_layers)
+    ticker = Ticker(progress, TARGET_PASSES, len(plan) * target.num_layers)
     chunks: list[Chunk] = []
     for group in plan:
         out, spans = target.run_packed(sequences, group, wanted, ticker)
@@ -243,29 +249,32 @@ def _generate_text(
     new_tokens: int,
     eos: int | None,
 ) -> list[Chunk]:
+    """The target's own text from its KV-cached decoder (reference/llama_decode.py or reference/deepseek_decode.py):
+    greedy, or sampled with seed 0; each chunk's greedy tokens are the target's argmax after each position (for
+    sampled text not the text's next token)."""
+    if target.config.family == "deepseek":
+        from eagle_convert.reference.deepseek_decode import generate
+    else:
+        from eagle_convert.reference.llama_decode import generate  # type: ignore[assignment]
+    ticker = Ticker(progress, GENERATING, new_tokens)
+    gen = generate(
+        target._cfg,
+        target.weights,
+        prompts,
+        new_tokens,
+        capture=wanted,
+        eos=eos,
+        device=target.compute.device,
+        dtype=target.compute.dtype,
+        on_step=ticker,
+        sample_seed=0 if text == "sampled" else None,
+    )
+    ticker.finish()
     starts = [max(len(p) - 1, 0) for p in prompts]
-    if text == "greedy" and target.config.family != "deepseek":
-        from eagle_convert.reference.llama_decode import generate_greedy
-
-        ticker = Ticker(progress, "target: generating probe text", new_tokens)
-        gen = generate_greedy(
-            target._cfg,
-            target.weights,
-            prompts,
-            new_tokens,
-            capture=wanted,
-            eos=eos,
-            device=target.compute.device,
-            dtype=target.compute.dtype,
-            on_step=ticker,
-        )
-        ticker.finish()
-        return [
-            Chunk(torch.tensor(s), start, hidden, torch.tensor(s[1:]))  # greedy text: the next token is the greedy one
-            for s, start, hidden in zip(gen.sequences, starts, gen.hidden, strict=True)
-        ]
-    seqs = target.generate(prompts, new_tokens, progress, sample_seed=0 if text == "sampled" else None)
-    return teacher_forced(target, seqs, starts, wanted, progress)
+    return [
+        Chunk(torch.tensor(s), start, hidden, torch.tensor(greedy))
+        for s, start, hidden, greedy in zip(gen.sequences, starts, gen.hidden, gen.greedy, strict=True)
+    ]
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -2,9 +2,11 @@
 
 The decoder layer of ``reference/deepseek.py`` (its norms, YaRN RoPE, routing and experts, read through the same
 per-tensor loader) run over a left-padded batch: the prompts in one prefill, then one token per sequence per step.
-Each step reads the weights once for the whole batch, layer by layer as they are used (nothing stays resident but
-the input embedding and the caches), and of a MoE layer only the experts some token was routed to; padding never
-reaches the experts. Greedy (argmax) or sampled at temperature 1 with the draws of ``probe/target.Target.generate``.
+Each step reads the weights once for the whole batch, layer by layer through reference/stream.py (the next layer's
+attention, norms, router and shared experts read while the current one computes; nothing stays resident but the
+caches and the embedding rows a step takes), and of a MoE layer only the experts some token was routed to, as they
+are routed; padding never reaches the experts. Greedy (argmax) or sampled at temperature 1 with the draws of
+``probe/target.Target.generate``.
 
 The cache is MLA's own, as DeepSeek-V3's ``inference/model.py`` keeps it (``attn_impl="absorb"``): per layer and
 position the normalized kv latent ``c`` ``[rkv]`` and the rotated key part shared by all heads ``[dr]``, 576 numbers
@@ -25,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import InputError
+from eagle_convert.reference import fp8
 from eagle_convert.reference.deepseek import (
     DeepseekConfig,
     WeightSource,
@@ -37,6 +40,7 @@ from eagle_convert.reference.deepseek import (
     rope_tables,
     softmax_scale,
 )
+from eagle_convert.reference.stream import Group, LayerStream
 
 ATTENTION_ELEMENTS = 2**26
 """Scores (or absorbed queries) computed at once: the batch's rows go through attention in groups of at most this
@@ -75,9 +79,11 @@ def generate(
     c, n_layers, b, H = cfg, cfg.num_hidden_layers, len(prompts), cfg.hidden_size
     wanted = sorted(set(capture))
     _check(c, prompts, new_tokens, wanted)
-    load = _Loader(weights, device, dtype)
-    table = _embedding(c, load)  # as stored: each step takes its rows, then casts
+    load = _Streamed(weights, device, dtype)
+    table = _embedding(c, load)  # as stored (a mapped file gives up only the rows' pages): each step takes its rows
     head_name = "model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"
+    groups = step_groups(c, load.available, head_name)
+    stream = LayerStream(weights, device, None)  # as stored: the loader casts (a float32 router bias stays float32)
     draws = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
 
     width = max(len(p) for p in prompts)
@@ -96,43 +102,51 @@ def generate(
     tokens: list[torch.Tensor] = []  # [B] per step: the next token of each sequence
     argmax: list[torch.Tensor] = []  # [B] per step: the target's argmax (the same as tokens when greedy)
     past = 0
-    for step in range(new_tokens):
-        s = ids.shape[1]
-        seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
-        here, filled = slots[past:seen], slots[:seen]
-        # causal over the valid slots; a padding slot sees itself only
-        mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
-        live = valid[:, past:seen].reshape(-1).nonzero().squeeze(-1)  # [<= B*S] rows that are not padding
-        cos, sin = (t.to(device) for t in rope_tables(c, positions.reshape(-1)))  # [B*S, dr/2]
-        x = table[ids.reshape(-1)].to(device=device, dtype=dtype)  # [B*S, H]
-        for i in range(n_layers):
-            if i in kept:
-                kept[i][:, past:seen] = x.view(b, s, H)
-            p = f"model.layers.{i}"
-            h = rms_norm(x, load(f"{p}.input_layernorm.weight", H), c.rms_norm_eps)
-            x = x + attention(c, load, h, f"{p}.self_attn", cos, sin, (latents[i], rotated[i]), past, mask)
-            y = rms_norm(x, load(f"{p}.post_attention_layernorm.weight", H), c.rms_norm_eps)
-            if i < c.first_k_dense_replace:
-                x = x + mlp(load, y, f"{p}.mlp", H, c.intermediate_size)
-            else:
-                x = x.index_add(0, live, moe(c, load, y[live], f"{p}.mlp"))
-        if n_layers in kept:
-            kept[n_layers][:, past:seen] = x.view(b, s, H)
-        past = seen
-        last = rms_norm(x.view(b, s, H)[:, -1], load("model.norm.weight", H), c.rms_norm_eps)  # [B, H]
-        logits = F.linear(last, load(head_name, c.vocab_size, H)).float().cpu()  # [B, V]
-        best = logits.argmax(-1)  # [B]
-        argmax.append(best)
-        if draws is None:
-            tokens.append(best)
-        else:  # Target.generate's draws: one per sequence, in batch order
-            tokens.append(torch.cat([torch.multinomial(row.softmax(-1), 1, generator=draws) for row in logits]))
-        ids = tokens[-1].view(b, 1)  # [B, 1]
-        positions = positions[:, -1:] + 1
-        if on_step is not None:
-            on_step(step)
-        if eos is not None and all(eos in t for t in torch.stack(tokens, dim=-1).tolist()):
-            break
+    try:
+        for step in range(new_tokens):
+            s = ids.shape[1]
+            seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
+            here, filled = slots[past:seen], slots[:seen]
+            # causal over the valid slots; a padding slot sees itself only
+            mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
+            live = valid[:, past:seen].reshape(-1).nonzero().squeeze(-1)  # [<= B*S] rows that are not padding
+            cos, sin = (t.to(device) for t in rope_tables(c, positions.reshape(-1)))  # [B*S, dr/2]
+            x = table[ids.reshape(-1)].to(device=device, dtype=dtype)  # [B*S, H]
+            layers = stream.walk(groups)
+            for i in range(n_layers):
+                load.current = next(layers)
+                if i in kept:
+                    kept[i][:, past:seen] = x.view(b, s, H)
+                p = f"model.layers.{i}"
+                h = rms_norm(x, load(f"{p}.input_layernorm.weight", H), c.rms_norm_eps)
+                x = x + attention(c, load, h, f"{p}.self_attn", cos, sin, (latents[i], rotated[i]), past, mask)
+                y = rms_norm(x, load(f"{p}.post_attention_layernorm.weight", H), c.rms_norm_eps)
+                if i < c.first_k_dense_replace:
+                    x = x + mlp(load, y, f"{p}.mlp", H, c.intermediate_size)
+                else:
+                    x = x.index_add(0, live, moe(c, load, y[live], f"{p}.mlp"))
+            if n_layers in kept:
+                kept[n_layers][:, past:seen] = x.view(b, s, H)
+            past = seen
+            load.current = next(layers)
+            last = rms_norm(x.view(b, s, H)[:, -1], load("model.norm.weight", H), c.rms_norm_eps)  # [B, H]
+            logits = F.linear(last, load(head_name, c.vocab_size, H)).float().cpu()  # [B, V]
+            load.current = {}
+            layers.close()  # the walk ends: the head's slot released
+            best = logits.argmax(-1)  # [B]
+            argmax.append(best)
+            if draws is None:
+                tokens.append(best)
+            else:  # Target.generate's draws: one per sequence, in batch order
+                tokens.append(torch.cat([torch.multinomial(row.softmax(-1), 1, generator=draws) for row in logits]))
+            ids = tokens[-1].view(b, 1)  # [B, 1]
+            positions = positions[:, -1:] + 1
+            if on_step is not None:
+                on_step(step)
+            if eos is not None and all(eos in t for t in torch.stack(tokens, dim=-1).tolist()):
+                break
+    finally:
+        stream.close()
     new, best_after = torch.stack(tokens, dim=-1).tolist(), torch.stack(argmax, dim=-1).tolist()  # [B, steps run]
     sequences, hidden, greedy = [], [], []
     for row, (prompt, cont) in enumerate(zip(prompts, new, strict=True)):
@@ -222,6 +236,36 @@ def _attend(
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q_nope.dtype)
     mixed = probs.view(g, s * nh, length) @ latents  # sum_s p_s c_s: [g, S*nh, rkv]
     return torch.einsum("gshc,hvc->gshv", mixed.view(g, s, nh, rkv), w_uv)  # W_uv (sum_s p_s c_s): [g, S, nh, dv]
+
+
+class _Streamed(_Loader):
+    """The loader of reference/deepseek.py serving the group at hand from the stream (``current``, read one group
+    ahead), and anything else (the routed experts, the embedding) when it is asked for."""
+
+    def __init__(self, weights: WeightSource, device: str | torch.device, dtype: torch.dtype) -> None:
+        super().__init__(weights, device, dtype)
+        self.current: dict[str, torch.Tensor] = {}
+
+    def __call__(self, name: str, *shape: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+        t = self.current.get(name)
+        if t is None:
+            return super().__call__(name, *shape, dtype=dtype)
+        if tuple(t.shape) != shape:
+            raise InputError(f"DeepSeek target tensor {name!r} has shape {list(t.shape)}, expected {list(shape)}")
+        return t.to(device=self.device, dtype=dtype or self.dtype)
+
+
+def step_groups(c: DeepseekConfig, names: set[str], head_name: str) -> list[Group]:
+    """What one step reads ahead, in order: each layer's tensors but its routed experts (read as tokens are routed
+    to them) and FP8 scales (read with their weights), then the final norm and the head."""
+    layers: list[dict[str, tuple[int, ...] | None]] = [{} for _ in range(c.num_hidden_layers)]
+    for name in sorted(names):
+        parts = name.split(".", 3)  # model, layers, i, rest
+        if parts[:2] != ["model", "layers"] or not parts[2].isdigit() or int(parts[2]) >= c.num_hidden_layers:
+            continue
+        if ".experts." not in name and not name.endswith(fp8.SCALE_SUFFIX):
+            layers[int(parts[2])][name] = None  # shapes checked by the loader, where they are used
+    return [*layers, {"model.norm.weight": None, head_name: None}]
 
 
 def _embedding(c: DeepseekConfig, load: _Loader) -> torch.Tensor:

@@ -25,12 +25,12 @@ from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 
 from eagle_convert.errors import ConfigError, InputError
 from eagle_convert.read.checkpoint import open_weights
 from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
+from eagle_convert.reference.stream import MappedShards
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe")
 _CONFIG_HINT = "fix the target's config.json (a Llama, Qwen2 or Qwen3 text model config)"
@@ -239,13 +239,15 @@ class SafetensorsWeights:
     """A local checkpoint directory's safetensors weights, read through the strict reader of ``read/checkpoint.py``
     (the index, or every ``*.safetensors`` file; headers validated), each shard opened once and kept open.
 
-    With ``fp8_block`` (the target's ``weight_block_size``), FP8 weights come back dequantized (reference/fp8.py)."""
+    A tensor comes back as stored, viewing a private mapping of its pages (reference/stream.py): no copy, and the
+    pages leave the process when its last view dies. With ``fp8_block`` (the target's ``weight_block_size``), FP8
+    weights come back dequantized (reference/fp8.py)."""
 
     def __init__(self, directory: str | Path, fp8_block: tuple[int, int] | None = None) -> None:
         self.directory = Path(directory)
         self.fp8_block = fp8_block
         self._tensors = open_weights(self.directory)
-        self._handles: dict[str, Any] = {}
+        self._shards = MappedShards(self.directory)
 
     def names(self) -> list[str]:
         return sorted(self._tensors)
@@ -255,15 +257,16 @@ class SafetensorsWeights:
         info = self._tensors.get(name)
         return info.shape if info is not None else None
 
+    def nbytes(self, name: str) -> int:
+        """Bytes of ``name`` as stored (0 when it is not stored)."""
+        info = self._tensors.get(name)
+        return info.nbytes if info is not None else 0
+
     def _read(self, name: str) -> torch.Tensor:
         info = self._tensors.get(name)
         if info is None:
             raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=_WEIGHTS_HINT)
-        handle = self._handles.get(info.shard)
-        if handle is None:
-            handle = self._handles[info.shard] = safe_open(str(self.directory / info.shard), framework="pt")
-        tensor: torch.Tensor = handle.get_tensor(name)
-        return tensor
+        return self._shards.map(info)
 
     def get(self, name: str) -> torch.Tensor:
         tensor = self._read(name)

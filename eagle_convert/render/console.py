@@ -264,7 +264,9 @@ def render_error(message: str, hint: str | None) -> None:
 
 
 PLAIN_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
-_UNITS = {TENSOR_VALUES: "tensors"}  # anything else reported as (what, done, total) counts target layers
+# What each piece of long work reported as (what, done, total) counts (probe/target.py's GENERATING counts steps,
+# probe/run.py's chains count chains); anything else counts target layers.
+_UNITS = {TENSOR_VALUES: "tensors", "target: generating probe text": "steps", "probe: draft chains": "chains"}
 
 
 class PlainProgress:
