@@ -26,7 +26,14 @@ from eagle_convert.cli.options import (
     quiet_option,
     verbose_option,
 )
-from eagle_convert.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_NOTHING_TO_CHECK, EXIT_OK, EagleConvertError
+from eagle_convert.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    EXIT_NOTHING_TO_CHECK,
+    EXIT_OK,
+    EagleConvertError,
+    UsageError,
+)
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import ORACLES
@@ -162,6 +169,22 @@ def verify(
     engine_tokens: int = typer.Option(
         64, "--engine-tokens", min=1, max=4096, help="--level engine: new tokens the engine generates per prompt."
     ),
+    engine_arg: list[str] | None = typer.Option(
+        None,
+        "--engine-arg",
+        metavar="KEY=VALUE",
+        help="--level engine: a setting of the engine in its own Python name (vLLM's LLM(...)/EngineArgs, SGLang's "
+        "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
+        "by the engine before it loads anything.",
+        show_default=False,
+    ),
+    engine_config: Path | None = typer.Option(
+        None,
+        "--engine-config",
+        metavar="FILE",
+        help="--level engine: engine settings as one JSON (.json) or YAML mapping, the same keys as --engine-arg, "
+        "which wins over it.",
+    ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
@@ -181,6 +204,8 @@ def verify(
     github and concise the lines of each in turn.
     """
     from eagle_convert.engine_level import EngineSettings
+    from eagle_convert.engine_level.engine_args import check_engine_args, engine_args
+    from eagle_convert.engines import engine_level_engine, resolve_engines
     from eagle_convert.probe.text import read_token_ids
     from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
     from eagle_convert.verify.run import load_settings, verify_checkpoint
@@ -190,6 +215,13 @@ def verify(
     chosen_engine = chosen_engines(engine, settings)
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
     checkpoints = checkpoint_paths(paths)
+    engine_settings = EngineSettings(
+        python=engine_python, new_tokens=engine_tokens, engine_args=engine_args(engine_arg or (), engine_config)
+    )
+    if engine_settings.engine_args or engine_config is not None:  # refused keys: before the probe's long work
+        if level != "engine":
+            raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
+        check_engine_args(engine_level_engine(resolve_engines(chosen_engine)), engine_settings.engine_args)
     runs: list[tuple[VerifyReport, EagleConvertError | None]] = []
     for path in checkpoints:
         try:
@@ -221,7 +253,7 @@ def verify(
                     dtype=dtype,
                     probe_progress=steps,
                     aux_convention=aux_convention,
-                    engine_settings=EngineSettings(python=engine_python, new_tokens=engine_tokens),
+                    engine_settings=engine_settings,
                     probe_positions=probe_positions,
                 )
         except EagleConvertError as exc:

@@ -22,9 +22,11 @@ from eagle_convert.engine_level.base import (
     EngineRunner,
     EngineSettings,
     acceptance,
+    engine_dtype,
     engine_python,
     scratch_dir,
 )
+from eagle_convert.engine_level.engine_args import EngineArgsError, check_engine_args
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # torch stays unimported until an engine run needs the refere
 
 __all__ = [
     "RUNNERS",
+    "EngineArgsError",
     "EngineNotInstalledError",
     "EngineObservation",
     "EngineRequest",
@@ -73,7 +76,9 @@ RUNNERS = ("vllm", "sglang")
 def observe(
     target: Path, drafts: list[Path], prompts: list[list[int]], settings: EngineSettings, workdir: Path
 ) -> list[EngineObservation]:
-    """Run ``drafts`` (one engine each) with ``target`` on ``prompts``: the library call under the engine level."""
+    """Run ``drafts`` (one engine each) with ``target`` on ``prompts``: the library call under the engine level.
+    EngineArgsError (exit 2) for a setting the engine level sets itself, or one the engine refuses."""
+    check_engine_args(settings.engine, settings.engine_args)
     python = engine_python(settings.python, engine=settings.engine)
     request = EngineRequest(
         target,
@@ -81,9 +86,10 @@ def observe(
         prompts,
         settings.new_tokens,
         settings.steps,
-        settings.dtype,
+        engine_dtype(settings.dtype, settings.device),
         settings.device,
         settings.baseline,
+        engine_args=dict(settings.engine_args),
     )
     return _runner(settings.engine).run(python, request, workdir)
 
@@ -188,6 +194,8 @@ def engine_run(
         "load_s": observation.load_s,
         "generate_s": observation.generate_s,
         "peak_rss_mib": observation.peak_rss_mib,
+        "settings": observation.settings,
+        "not_observed": list(observation.not_observed),
     }
 
 

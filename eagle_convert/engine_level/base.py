@@ -58,8 +58,19 @@ class EngineSettings:
     new_tokens: int = 64
     steps: int = 3
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "float32"  # "auto": the engine level's default (engine_dtype)
     baseline: bool = True
+    # the engine's own settings (--engine-arg / --engine-config), in its Python names; they win over the engine
+    # level's defaults, and the engine validates them in the child (engine_args.py)
+    engine_args: dict[str, Any] = field(default_factory=dict)
+
+
+def engine_dtype(dtype: str, device: str) -> str:
+    """The dtype the engine runs in: ``auto`` is float32 on a CPU (exact against the float32 reference) and the
+    model's own dtype (the engine's ``auto``) elsewhere; any other value as given."""
+    if dtype == "auto":
+        return "float32" if device == "cpu" else "auto"
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class EngineRequest:
     device: str = "cpu"
     baseline: bool = True  # also run the target alone, to tell whether the draft changed the output
     max_model_len: int = 512
+    engine_args: dict[str, Any] = field(default_factory=dict)  # the user's settings, over the defaults above
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,11 @@ class EngineObservation:
     target_class: str | None = None  # the target model class the engine built
     built: dict[str, Any] | None = None  # the draft module as built: class, num_aux, fc_shape, flags, lm_head, ...
     tensors: dict[str, dict[str, Any]] | None = None  # file tensor -> {"param": built parameter | None, "rows": ...}
+    # every setting the engine ran with (the keywords it was built with, each as the engine's config holds it)
+    settings: dict[str, Any] | None = None
+    # what the run could not observe under these settings, each with why (e.g. a multi-process executor: the capture
+    # hooks run in this process only); findings that need it then claim nothing
+    not_observed: list[str] = field(default_factory=list)
 
 
 class EngineRunner(Protocol):
@@ -170,8 +187,15 @@ def run_worker(
             returncode = subprocess.run(
                 command, env=child_env, stdout=log, stderr=subprocess.STDOUT, check=False
             ).returncode
+    engine_name = module.rsplit(".", 1)[-1].removesuffix("_worker")
+    if result_path.is_file():
+        result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
+        if result.get("settings_error"):  # the engine's argument classes refused a setting, before any loading
+            from eagle_convert.engine_level.engine_args import settings_error
+
+            raise settings_error(engine_name, result["settings_error"])
     if returncode != 0 or not result_path.is_file():
-        engine = ENGINE_LABELS.get(module.rsplit(".", 1)[-1].removesuffix("_worker"), "the engine")
+        engine = ENGINE_LABELS.get(engine_name, "the engine")
         cause = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))
         kept = _keep_log(log_path)
         raise EngineRunError(
@@ -179,7 +203,6 @@ def run_worker(
             path=request["drafts"][0],
             hint=f"the engine's whole log is {kept}; rerun with {DEBUG_ENV}=1 to see it as the engine runs",
         )
-    result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
     return result
 
 

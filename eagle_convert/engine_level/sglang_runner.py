@@ -43,6 +43,7 @@ class SglangRunner:
                 "max_tokens": request.new_tokens,
                 "dtype": request.dtype,
                 "baseline": request.baseline,
+                "engine_args": request.engine_args,
             }
             where = workdir / f"draft-{i}"
             where.mkdir(parents=True, exist_ok=True)
@@ -61,6 +62,8 @@ def observation(draft: Path, raw: dict[str, Any], k: int) -> EngineObservation:
         "load_s": float(raw.get("load_s", 0.0)),
         "peak_rss_mib": float(raw.get("peak_rss_mib", 0.0)),
         "capture_path": None,
+        "settings": raw.get("settings"),
+        "not_observed": list(raw.get("not_observed", [])),
     }
     if raw.get("mode") == "load":
         built = dict(raw["draft"])

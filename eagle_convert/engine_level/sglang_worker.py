@@ -21,6 +21,11 @@ in the draft's parameters; fused ``qkv_proj``/``gate_up_proj`` by row slices). N
 
 ``decode`` (a GPU with SGLang's kernels): greedy EAGLE3 decoding with SGLang's offline ``Engine``, and the target
 alone for comparison. Untested on CPU machines.
+
+In both modes the user's settings (``engine_args``, ``ServerArgs`` fields) go over the engine level's
+(:func:`server_kwargs`) and SGLang's ``ServerArgs`` validates them first (:func:`validate`): a refusal is written as
+``settings_error`` before anything is loaded. The result reports every keyword SGLang ran with, read back from its
+``ServerArgs`` (:func:`settings`).
 """
 
 from __future__ import annotations
@@ -54,19 +59,16 @@ def _generate(engine: Any, prompts: list[list[int]], max_tokens: int) -> list[di
 def decode(request: dict[str, Any]) -> dict[str, Any]:
     import sglang
 
-    common = {"model_path": request["target"], "skip_tokenizer_init": True, "dtype": request["dtype"]}
+    refused = validate(request)
+    if refused is not None:  # before any model is loaded
+        return {"version": sglang.__version__, "mode": "decode", "settings_error": refused}
+    kwargs = server_kwargs(request)
     started = time.perf_counter()
-    engine = sglang.Engine(
-        **common,
-        speculative_algorithm="EAGLE3",
-        speculative_draft_model_path=request["drafts"][0],
-        speculative_num_steps=request["k"],
-        speculative_eagle_topk=1,
-        speculative_num_draft_tokens=request["k"] + 1,
-    )
+    engine = sglang.Engine(**kwargs)
     loaded = time.perf_counter()
     outputs = _generate(engine, request["prompts"], request["max_tokens"])
     generate_s = time.perf_counter() - loaded
+    ran_with = settings(getattr(engine, "server_args", None), kwargs)
     engine.shutdown()
     result: dict[str, Any] = {
         "version": sglang.__version__,
@@ -76,14 +78,89 @@ def decode(request: dict[str, Any]) -> dict[str, Any]:
         "verify_steps": sum(int(o["meta_info"].get("spec_verify_ct", 0)) for o in outputs),
         "load_s": round(loaded - started, 3),
         "generate_s": round(generate_s, 3),
+        "settings": ran_with,
+        "not_observed": [DECODE_NOT_OBSERVED],
     }
     if request.get("baseline"):
-        alone = sglang.Engine(**common)
+        alone = sglang.Engine(**server_kwargs(request, with_draft=False))
         alone_outputs = _generate(alone, request["prompts"], request["max_tokens"])
         result["baseline_outputs"] = [list(o["output_ids"]) for o in alone_outputs]
         alone.shutdown()
     result["peak_rss_mib"] = _peak_rss_mib()
     return result
+
+
+# ------------------------------------------------------------------------------------------------- settings
+
+DECODE_NOT_OBSERVED = (
+    "aux hidden states fed to the draft, the draft's flags and per-position acceptance: SGLang's Engine runs the model "
+    "in scheduler processes of its own, out of reach of an in-process hook, and reports no per-position counts"
+)
+# What the load path needs: one rank of world size 1 on the CPU (the launch below builds rank 0 only)
+LOAD_ONE_RANK = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes")
+
+
+def server_kwargs(request: dict[str, Any], with_draft: bool = True) -> dict[str, Any]:
+    """The keywords of ``ServerArgs`` / ``Engine``: the engine level's, the user's ``engine_args`` over them (the
+    speculative keys, which the user may not set, last)."""
+    kwargs: dict[str, Any] = {"model_path": request["target"], "skip_tokenizer_init": True, "dtype": request["dtype"]}
+    if request.get("mode") == "load":
+        # the attention backend is SGLang's CPU default (intel_amx on x86: platform_hook.py:158-166)
+        kwargs.update(device="cpu", disable_cuda_graph=True, max_total_tokens=POOL_TOKENS)
+    kwargs.update(request.get("engine_args", {}))
+    if with_draft:
+        kwargs.update(
+            speculative_algorithm="EAGLE3",
+            speculative_draft_model_path=request["drafts"][0],
+            speculative_num_steps=request["k"],
+            speculative_eagle_topk=1,
+            speculative_num_draft_tokens=request["k"] + 1,
+        )
+    return kwargs
+
+
+def validate(request: dict[str, Any]) -> dict[str, Any] | None:
+    """SGLang's own validation of the keywords, before any model is loaded: ``ServerArgs(**kwargs)`` as released
+    (an unknown key: its TypeError). In ``load`` mode also what the one-rank CPU launch cannot take (a device other
+    than the CPU, more than one rank). None when they pass; else ``{"message", "key", "close"}``."""
+    import dataclasses
+    import difflib
+
+    from sglang.srt.server_args import ServerArgs
+
+    # its fields: a msgspec Struct's in 0.5.23 (server_args.py:551), a dataclass's in earlier releases
+    names = getattr(ServerArgs, "__struct_fields__", None) or [f.name for f in dataclasses.fields(ServerArgs)]
+    known = sorted(n for n in names if not n.startswith("_"))
+    user = request.get("engine_args", {})
+    unknown = [k for k in user if k not in known]
+    try:
+        ServerArgs(**server_kwargs(request))
+    except Exception as exc:  # noqa: BLE001 (any refusal by SGLang's argument class is reported as SGLang's own)
+        key = unknown[0] if unknown else None
+        close = difflib.get_close_matches(key, known, n=3) if key else []
+        return {"message": f"{type(exc).__name__}: {' '.join(str(exc).split())}", "key": key, "close": close}
+    if request.get("mode") == "load":
+        for key in LOAD_ONE_RANK:
+            if user.get(key, 1) != 1:
+                return {
+                    "message": f"{key}={user[key]}: the CPU load path builds SGLang's rank 0 of world size 1 (no CPU "
+                    "kernels to decode with); more ranks need the decode mode (--device cuda with SGLang's CUDA build)",
+                    "key": key,
+                    "close": [],
+                }
+        if user.get("device", "cpu") != "cpu":
+            return {"message": f"device={user['device']}: the load path runs on the CPU", "key": "device", "close": []}
+    return None
+
+
+def settings(server_args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every keyword the engine ran with, each read back from its ``ServerArgs`` (after resolution) where it has
+    that field, as JSON; else as passed."""
+    out: dict[str, Any] = {}
+    for key, passed in kwargs.items():
+        value = getattr(server_args, key, passed) if server_args is not None else passed
+        out[key] = value if value is None or isinstance(value, bool | int | float | str) else passed
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------- load
@@ -101,21 +178,20 @@ def load(request: dict[str, Any]) -> dict[str, Any]:
     launch = LAUNCHES.get(sglang.__version__)
     if launch is None:
         raise RuntimeError(f"no start-up sequence for SGLang {sglang.__version__} (known: {', '.join(LAUNCHES)})")
+    refused = validate(request)
+    if refused is not None:  # before any model is loaded
+        return {"version": sglang.__version__, "mode": "load", "settings_error": refused}
     started = time.perf_counter()
-    server_args = ServerArgs(
-        model_path=request["target"],
-        speculative_algorithm="EAGLE3",
-        speculative_draft_model_path=draft,
-        speculative_num_steps=request["k"],
-        speculative_eagle_topk=1,
-        speculative_num_draft_tokens=request["k"] + 1,
-        device="cpu",  # the attention backend is SGLang's CPU default (intel_amx on x86: platform_hook.py:158-166)
-        skip_tokenizer_init=True,
-        dtype=request["dtype"],
-        disable_cuda_graph=True,
-        max_total_tokens=POOL_TOKENS,
-    )
-    scheduler = _build_until_first_kernel(Scheduler, launch(server_args), sgl_kernel.StandinCalled)
+    kwargs = server_kwargs(request)
+    server_args = ServerArgs(**kwargs)
+    try:
+        construct = launch(server_args)  # resolve_once and check_server_args: SGLang's checks of every value
+    except Exception as exc:
+        if not request.get("engine_args"):
+            raise
+        message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"  # before any model is loaded
+        return {"version": sglang.__version__, "mode": "load", "settings_error": {"message": message}}
+    scheduler = _build_until_first_kernel(Scheduler, construct, sgl_kernel.StandinCalled)
     eagle = scheduler.draft_worker.draft_worker  # EAGLEWorkerV2 -> EagleDraftWorker
     eagle.init_token_map()
     eagle.init_lm_head()
@@ -127,6 +203,7 @@ def load(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "version": sglang.__version__,
         "mode": "load",
+        "settings": settings(server_args, kwargs),
         "not_measured": NOT_MEASURED,
         "target_class": type(target).__name__,
         "ids_read": _ids(target_runner.spec_aux_config.eagle_aux_hidden_state_layer_ids),

@@ -13,6 +13,11 @@ really did:
   the draft's ``fc`` on the prefill of the capture prompt, and the built draft module, whose flags are
   then read off its attributes.
 
+Before anything is loaded, vLLM's own argument classes validate the settings (:func:`validate`): the engine level's
+defaults (:data:`DEFAULTS`) with the user's ``engine_args`` over them; a refusal is written as ``settings_error``
+and nothing runs. The result reports every setting the engine ran with (:func:`settings`, read back from the
+engine's config) and what the hooks could not see under them (:func:`not_observed`, e.g. a multi-process executor).
+
 It runs greedy generation with the draft and reads the spec-decode counters from ``llm.get_metrics()`` around the
 measured run, then prefills the first prompt with its continuation to capture the draft's inputs. Each draft of the
 request gets its own engine, one after the other. With ``baseline`` it finally runs the target alone on the same
@@ -127,19 +132,32 @@ def _diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _engine(request: dict[str, Any], with_draft: bool) -> Any:
-    from vllm import LLM
+# The settings the engine level runs vLLM with, before the user's (--engine-arg) go over them. A user may override
+# any of these; the ones that would change what is measured (model, speculative_config, disable_log_stats) are
+# refused before the child starts (engine_args.REFUSED).
+DEFAULTS: dict[str, Any] = {
+    "skip_tokenizer_init": True,  # prompts are token ids; nothing is detokenized
+    "enforce_eager": True,  # the capture hook wraps a Python method: a compiled or graph-captured draft bypasses it
+    "distributed_executor_backend": "uni",  # the model runs in this process, where the capture hooks are
+    "seed": 0,
+    "enable_prefix_caching": False,  # the capture prompt must be prefilled whole, not from a cached prefix
+}
+IN_PROCESS_BACKENDS = ("uni", None)  # executors that run the model in this process (None: vLLM picks uni for 1 rank)
 
+
+def _kwargs(request: dict[str, Any], with_draft: bool) -> dict[str, Any]:
+    """The keyword arguments of ``LLM(...)``: the engine level's defaults, then the user's settings over them."""
+    user = request.get("engine_args", {})
+    defaults = dict(DEFAULTS)
+    if _ranks(user) > 1 and "distributed_executor_backend" not in user:
+        del defaults["distributed_executor_backend"]  # more ranks: vLLM's own choice (mp on one node, else ray)
     kwargs: dict[str, Any] = {
         "model": request["target"],
-        "skip_tokenizer_init": True,
         "dtype": request["dtype"],
         "max_model_len": request["max_model_len"],
-        "enforce_eager": True,
-        "distributed_executor_backend": "uni",
-        "disable_log_stats": False,
-        "seed": 0,
-        "enable_prefix_caching": False,  # the capture prompt must be prefilled whole, not from a cached prefix
+        **defaults,
+        **user,
+        "disable_log_stats": False,  # the spec-decode counters need stats
     }
     if with_draft:
         kwargs["speculative_config"] = {
@@ -147,7 +165,152 @@ def _engine(request: dict[str, Any], with_draft: bool) -> Any:
             "model": request["draft"],
             "num_speculative_tokens": request["k"],
         }
-    return LLM(**kwargs)
+    return kwargs
+
+
+def _ranks(args: dict[str, Any]) -> int:
+    """Tensor x pipeline parallel size asked for (1 when not given or not integers: vLLM then says what is wrong)."""
+    sizes = (args.get("tensor_parallel_size", 1), args.get("pipeline_parallel_size", 1))
+    return sizes[0] * sizes[1] if all(type(v) is int for v in sizes) else 1
+
+
+def _engine(request: dict[str, Any], with_draft: bool) -> Any:
+    from vllm import LLM
+
+    return LLM(**_kwargs(request, with_draft))
+
+
+class _Validated(Exception):  # not an error: it carries the config out of LLM.__init__
+    def __init__(self, config: Any) -> None:
+        super().__init__("validated")
+        self.config = config
+
+
+def validate(request: dict[str, Any]) -> dict[str, Any] | None:
+    """vLLM's own validation of the settings, before any model is loaded: ``LLM(**kwargs)`` as released, stopped
+    where it would build the engine, after ``EngineArgs(**kwargs)`` (an unknown key: its TypeError) and
+    ``create_engine_config()`` (a bad value: the config class's error; it reads the target's and the draft's
+    config.json, never their weights). None when vLLM takes them; else the structured refusal
+    ``{"message", "key", "close"}`` the runner turns into a typed error (exit 2)."""
+    import dataclasses
+    import difflib
+    import inspect
+
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    known = {f.name for f in dataclasses.fields(EngineArgs)} | set(inspect.signature(LLM.__init__).parameters)
+    unknown = [k for k in request.get("engine_args", {}) if k not in known]
+    build = LLMEngine.from_engine_args
+
+    def stop(cls: Any, engine_args: Any, usage_context: Any = None, *args: Any, **kwargs: Any) -> Any:
+        raise _Validated(engine_args.create_engine_config(usage_context))
+
+    LLMEngine.from_engine_args = classmethod(stop)
+    try:
+        LLM(**_kwargs({**request, "draft": request["drafts"][0]}, with_draft=True))
+    except _Validated as validated:
+        parallel = validated.config.parallel_config
+        if parallel.world_size > 1 and parallel.distributed_executor_backend == "uni":  # vLLM would wait forever
+            return {
+                "message": f"distributed_executor_backend=uni runs one rank in this process, and the world size is "
+                f"{parallel.world_size}: the other ranks would never start (use mp, or ray across nodes)",
+                "key": None,
+                "close": [],
+            }
+        return None
+    except Exception as exc:  # noqa: BLE001 (any refusal by vLLM's argument classes is reported as vLLM's own)
+        key = unknown[0] if unknown else None
+        close = difflib.get_close_matches(key, sorted(known), n=3) if key else []
+        return {"message": _one_line(exc), "key": key, "close": close}
+    finally:
+        LLMEngine.from_engine_args = build
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` of an engine exception without pydantic's URL lines, whitespace collapsed."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and "errors.pydantic.dev" not in ln]
+    lines = [ln.split(" [type=")[0] for ln in lines]  # pydantic's "[type=..., input_value=...]" tail
+    return f"{type(exc).__name__}: {' '.join(lines)}"
+
+
+def settings(llm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every setting the engine was built with (``kwargs``), each read back from the engine's own config where a
+    part of it (model, cache, parallel, scheduler, load, device config) has a field of that name, else as passed;
+    and :data:`ALWAYS_REPORTED` as the engine chose them."""
+    config = llm.llm_engine.vllm_config
+    parts = [getattr(config, name, None) for name in _CONFIG_PARTS]
+    out: dict[str, Any] = {}
+    for key in [*kwargs, *(k for k in ALWAYS_REPORTED if k not in kwargs)]:
+        passed = kwargs.get(key)
+        holder = next((p for p in parts if p is not None and key != "model" and hasattr(p, key)), None)
+        if holder is not None:
+            out[key] = _plain(getattr(holder, key), passed)
+        elif key in kwargs:
+            out[key] = passed
+    return out
+
+
+_CONFIG_PARTS = ("model_config", "cache_config", "parallel_config", "scheduler_config", "load_config", "device_config")
+# reported as the engine chose them even when nobody passed them: how the model was laid out and scheduled
+ALWAYS_REPORTED = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "quantization",
+)
+
+
+def _plain(value: Any, passed: Any) -> Any:
+    """A config value as JSON: scalars as they are, a torch dtype as its name, an enum as its value; anything else
+    (a nested config object) as it was passed."""
+    import enum
+
+    import torch
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, enum.Enum):
+        return value.value if isinstance(value.value, bool | int | float | str) else value.name
+    return passed
+
+
+def not_observed(llm: Any, seen: dict[str, Any], capture_tokens: int) -> list[str]:
+    """What the capture hooks could not see in this run, each with why (the acceptance counters are the engine's
+    own and are always read)."""
+    parallel = llm.llm_engine.vllm_config.parallel_config
+    backend = parallel.distributed_executor_backend
+    backend = getattr(backend, "__name__", backend)
+    elsewhere = backend not in IN_PROCESS_BACKENDS or parallel.world_size > 1
+    why = (
+        f"the capture hooks run in this process, and distributed_executor_backend={backend} with world size "
+        f"{parallel.world_size} runs the model in worker processes (the in-process executor is uni, one rank)"
+        if elsewhere
+        else None
+    )
+    out = []
+    if "requested_layers" not in seen:
+        out.append(f"aux layer ids the runner requested: {why or 'the target-side hook did not run'}")
+    fc_input = seen.get("fc_input")
+    if fc_input is None:
+        reason = why or (
+            "the draft-side hook did not run (a compiled or graph-captured draft bypasses it: enforce_eager=True)"
+        )
+        out.append(f"aux hidden states fed to the draft and the draft's flags: {reason}")
+    elif fc_input.shape[0] < capture_tokens:
+        out.append(
+            f"aux hidden states fed to the draft: it was fed {fc_input.shape[0]} of the capture prompt's "
+            f"{capture_tokens} positions in its first call (a cached prefix, enable_prefix_caching, or a chunked "
+            "prefill, max_num_batched_tokens, feeds the rest elsewhere)"
+        )
+    return out
 
 
 def _generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
@@ -163,7 +326,8 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    llm = _engine({**request, "draft": draft_dir}, with_draft=True)
+    draft_request = {**request, "draft": draft_dir}
+    llm = _engine(draft_request, with_draft=True)
     loaded = time.perf_counter()
     before = _counters(llm)
     outputs = _generate(llm, request["prompts"], request["max_tokens"])
@@ -171,7 +335,8 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
     counters = _diff(_counters(llm), before)
     # The capture: the first prompt and its continuation, prefilled as one prompt; the draft's first call then
     # gets the aux states of every one of its tokens.
-    capture_ids = (request["prompts"][0] + outputs[0])[: request["max_model_len"] - 2]
+    max_model_len = int(llm.llm_engine.vllm_config.model_config.max_model_len)
+    capture_ids = (request["prompts"][0] + outputs[0])[: max_model_len - 2]
     _SEEN["capture_armed"] = True
     _generate(llm, [capture_ids], 1)
     _SEEN["capture_armed"] = False
@@ -186,10 +351,12 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
         "outputs": outputs,
         "load_s": round(loaded - started, 3),
         "generate_s": round(generate_s, 3),
+        "settings": settings(llm, _kwargs(draft_request, with_draft=True)),
+        "not_observed": not_observed(llm, _SEEN, len(capture_ids)),
     }
     draft = _SEEN.get("draft_module")
     fc_input = _SEEN.get("fc_input")
-    if draft is not None and fc_input is not None:
+    if draft is not None and fc_input is not None and fc_input.shape[0] >= len(capture_ids):
         result["flags"] = _flags(draft)
         k = result["flags"]["num_aux_hidden_states"] or 1
         rows = len(capture_ids)
@@ -200,6 +367,8 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
         )
         result["capture_rows"] = int(fc_input.shape[0])
         result["capture_path"] = capture_path
+    elif draft is not None:
+        result["flags"] = _flags(draft)  # built as it was, whatever it was fed
     del llm, draft
     _SEEN.clear()
     _release()
@@ -218,6 +387,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     """One engine per draft in ``request["drafts"]``, one after the other, then (``baseline``) the target alone."""
     import vllm
 
+    refused = validate(request)
+    if refused is not None:  # before any model is loaded
+        return {"engine": "vllm", "version": vllm.__version__, "settings_error": refused}
     _install_hooks()
     runs = [
         _one_draft(request, draft, str(Path(request["workdir"]) / f"fed_hidden_states_{i}.safetensors"))
