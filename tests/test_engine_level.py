@@ -124,7 +124,7 @@ def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pyte
 
 def test_engine_rules_run_at_the_engine_level() -> None:
     engine_rules = [r for r in RULES if r.startswith("EC72")]
-    assert engine_rules == ["EC721", "EC722", "EC723", "EC724", "EC725"]
+    assert engine_rules == ["EC721", "EC722", "EC723", "EC724", "EC725", "EC726", "EC727"]
     assert {RULES[r].level for r in engine_rules} == {"engine"}
 
 

@@ -13,6 +13,9 @@ JSON shapes SGLang 0.5.23's source produces (the file:line of each shape is cite
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -34,7 +37,7 @@ from eagle_convert.engine_level.attach import (
     run,
 )
 from eagle_convert.engine_level.base import EngineObservation, acceptance
-from tests.conftest import engine_or_skip
+from tests.conftest import ROOT, engine_or_skip
 
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair
 K = 3  # draft tokens per step, the in-process engine level's default (EngineSettings.steps)
@@ -185,6 +188,126 @@ def test_the_served_draft_is_compared_with_draft(served: Any, pair: tuple[Path, 
     assert draft_identity(info.draft_path, copy)[0] == "same"
     identity, note = draft_identity(info.draft_path, other)
     assert identity == "different" and str(pair[1]) in note
+
+
+def _verify(*args: str) -> subprocess.CompletedProcess[str]:
+    """``eagle-convert verify ...`` as a CI job runs it (a subprocess of this Python)."""
+    command = [sys.executable, "-m", "eagle_convert", "verify", *args, "--json", "--no-hash"]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False)
+
+
+def _schema_valid(doc: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((ROOT / "eagle_convert" / "schemas" / "verify-report.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, schema)
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_verify_engine_url_reports_the_servers_run_beside_the_probe(
+    served: Any, in_process: EngineObservation, pair: tuple[Path, Path]
+) -> None:
+    """``verify DRAFT --target T --engine-url URL`` (the level implied, the key from the environment): engine_run is
+    the server's run, the same acceptance as the in-process engine level, the probe's prediction on the same prompts
+    beside it (the target's weights are here), the served draft identified, and the key printed nowhere."""
+    target, draft = pair
+    _idle(served.url)
+    env = {**os.environ, "EAGLE_CONVERT_ENGINE_URL_TOKEN": API_KEY}
+    command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--target", str(target)]
+    command += ["--engine-url", served.url, "--json", "--no-hash"]
+    r = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False, env=env)
+    assert r.returncode in (0, 1), r.stderr
+    assert API_KEY not in r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    _schema_valid(doc)
+    run_ = doc["engine_run"]
+    assert doc["level"] == "engine" and (run_["runner"], run_["engine"], run_["version"]) == (
+        "attached",
+        "vllm",
+        "0.32.0",
+    )
+    mean, rates = acceptance(in_process.drafts, in_process.accepted_tokens, in_process.accepted_per_position)
+    assert abs(run_["mean_acceptance_length"] - mean) <= 0.01
+    assert run_["acceptance_per_position"] == pytest.approx(rates, abs=0.01)
+    server = run_["server"]
+    assert (server["draft_identity"], server["foreign_traffic"], server["num_speculative_tokens"]) == ("same", [], K)
+    assert run_["probe_not_run"] is None and run_["probe_acceptance_length"] is not None
+    assert doc["probe"] is not None and run_["hidden_states"] is None and run_["not_observed"]
+    assert not [f for f in doc["findings"] if f["rule_id"] in ("EC702", "EC726", "EC727")]
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_verify_engine_url_with_a_config_only_target_flags_foreign_traffic(
+    served: Any, pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The target as a CI machine without its weights has it (config and tokenizer only): no probe, said why; a
+    second client sending its own requests throughout the run is reported (EC727), its numbers not passed off as
+    the draft's."""
+    target, draft = pair
+    config_only = _config_only(target, tmp_path / "target")
+    _idle(served.url)
+    stop = threading.Event()
+
+    def other_client() -> None:
+        body = json.dumps({"model": str(target), "prompt": [1, 2, 3], "max_tokens": 8, "temperature": 0}).encode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+        while not stop.is_set():
+            request = urllib.request.Request(f"{served.url}/v1/completions", data=body, headers=headers)
+            with urllib.request.urlopen(request, timeout=120) as response:
+                response.read()
+
+    thread = threading.Thread(target=other_client, daemon=True)
+    thread.start()
+    try:
+        r = _verify(str(draft), "--target", str(config_only), "--engine-url", served.url, "--engine-url-token", API_KEY)
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    _schema_valid(doc)
+    run_ = doc["engine_run"]
+    assert "config only" in run_["probe_not_run"] and run_["probe_acceptance_length"] is None
+    assert {m["counter"] for m in run_["server"]["foreign_traffic"]} >= {REQUESTS}
+    ec727 = [f for f in doc["findings"] if f["rule_id"] == "EC727"]
+    assert len(ec727) == 1 and REQUESTS in ec727[0]["message"], doc["findings"]
+    assert not [f for f in doc["findings"] if f["rule_id"] in ("EC702", "EC722")]
+    assert API_KEY not in r.stdout + r.stderr
+
+
+def _config_only(target: Path, out: Path) -> Path:
+    """The target as a CI machine without its weights has it: config.json and the tokenizer files."""
+    out.mkdir()
+    for path in target.iterdir():
+        if path.is_file() and path.suffix != ".safetensors":
+            (out / path.name).write_bytes(path.read_bytes())
+    return out
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_verify_engine_url_with_another_draft_than_served_fails(
+    served: Any, pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """DRAFT is not the draft the server serves (another config): EC726, an error, so the gate fails (exit 1);
+    the server's numbers are reported but not compared with a probe."""
+    from fixtures.engine_pair import VARIANTS, variant
+
+    target, draft = pair
+    other = variant(draft, next(v for v in VARIANTS if v.name == "no ids"), tmp_path / "other")
+    _idle(served.url)
+    r = _verify(
+        str(other), "--target", str(_config_only(target, tmp_path / "target")), "--engine-url", served.url,
+        "--engine-url-token", API_KEY, "--engine-tokens", "16",
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    _schema_valid(doc)
+    assert doc["status"] == "fail" and doc["engine_run"]["server"]["draft_identity"] == "different"
+    ec726 = [f for f in doc["findings"] if f["rule_id"] == "EC726"]
+    assert len(ec726) == 1 and ec726[0]["severity"] == "error" and str(draft) in ec726[0]["message"]
 
 
 @pytest.mark.engine
@@ -464,6 +587,20 @@ def test_sglang_faults_are_errors(sglang: tuple[str, type[_FakeSglang]]) -> None
     with pytest.raises(AttachError) as plain:
         detect(url, handler.key)
     assert "does not run speculative decoding" in plain.value.message
+
+
+def test_verify_against_no_server_exits_2_and_reports_nothing_passed(fx: Path) -> None:
+    """Nothing listens at the URL: one Error line naming it, exit 2, a JSON report with the error and no verdict
+    (a config-only target is all --engine-url needs)."""
+    from tests.vllm_server import free_port
+
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
+    url = f"http://127.0.0.1:{free_port()}"
+    r = _verify(str(draft), "--target", str(target), "--engine-url", url, "--engine-url-token", API_KEY)
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and url in errors[0] and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["status"] == "error" and API_KEY not in r.stdout + r.stderr
 
 
 def test_a_url_with_a_path_is_a_usage_error() -> None:

@@ -28,6 +28,7 @@ SARIF = Draft4Validator(json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_te
 NOT_IN_CORPUS = {"EC004", "EC005", "EC701", "EC702", "EC711", "EC712", "EC713", "EC714", "EC715", "EC716"}
 NOT_IN_CORPUS |= {"EC721", "EC722", "EC723"}  # need an engine: tests/test_engine_level.py
 NOT_IN_CORPUS |= {"EC724", "EC725"}  # read off the module an engine built: tests/test_sglang_load.py
+NOT_IN_CORPUS |= {"EC726", "EC727"}  # need a running server: tests/test_engine_url.py
 
 
 @pytest.fixture(scope="session")

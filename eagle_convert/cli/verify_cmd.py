@@ -39,6 +39,7 @@ from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import ORACLES
 
 if TYPE_CHECKING:
+    from eagle_convert.engine_level.served import Server
     from eagle_convert.verify.report import VerifyReport
 
 
@@ -185,6 +186,26 @@ def verify(
         help="--level engine: engine settings as one JSON (.json) or YAML mapping, the same keys as --engine-arg, "
         "which wins over it.",
     ),
+    engine_url: str | None = typer.Option(
+        None,
+        "--engine-url",
+        metavar="URL",
+        help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server "
+        "or SGLang's, detected; --engine vllm|sglang forces one): the engine level without starting an engine, so "
+        "--target needs only its config. Implies --level engine.",
+    ),
+    engine_url_token: str | None = typer.Option(
+        None,
+        "--engine-url-token",
+        metavar="KEY",
+        help="--engine-url: the server's API key (default: $EAGLE_CONVERT_ENGINE_URL_TOKEN); never printed.",
+    ),
+    engine_concurrency: int = typer.Option(
+        8, "--engine-concurrency", min=1, max=1024, help="--engine-url: requests in flight at most."
+    ),
+    engine_timeout: float = typer.Option(
+        300.0, "--engine-timeout", min=1.0, metavar="SECONDS", help="--engine-url: seconds one request may take."
+    ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
@@ -211,6 +232,11 @@ def verify(
     from eagle_convert.verify.run import load_settings, verify_checkpoint
 
     fmt = "json" if as_json else output_format
+    server = _server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
+    if server is not None:
+        if level not in (LEVELS[0], "engine"):
+            raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
+        level = "engine"
     settings = load_settings(Path.cwd())
     chosen_engine = chosen_engines(engine, settings)
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
@@ -218,6 +244,11 @@ def verify(
     engine_settings = EngineSettings(
         python=engine_python, new_tokens=engine_tokens, engine_args=engine_args(engine_arg or (), engine_config)
     )
+    if server is not None and (engine_settings.engine_args or engine_config is not None or engine_python):
+        raise UsageError(
+            "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
+            "--engine-url the server runs with its own settings"
+        )
     if engine_settings.engine_args or engine_config is not None:  # refused keys: before the probe's long work
         if level != "engine":
             raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
@@ -255,6 +286,8 @@ def verify(
                     aux_convention=aux_convention,
                     engine_settings=engine_settings,
                     probe_positions=probe_positions,
+                    engine_server=server,
+                    notice=None if OUTPUT.quiet else _notice,
                 )
         except EagleConvertError as exc:
             if len(checkpoints) == 1:  # one path: the report, then the error rendered once by main(), as ever
@@ -282,6 +315,25 @@ def verify(
             f"{tally['error']} could not be verified\n"
         )
     raise typer.Exit(_worst_exit(runs, exit_zero))
+
+
+def _notice(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def _server(url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None) -> Server | None:
+    """The running server of --engine-url and its options (None without it); --engine names its engine only when
+    it is one of vllm or sglang (a release list leaves it to detection)."""
+    from eagle_convert.engine_level.attach import ENGINES, token_from_env
+    from eagle_convert.engine_level.served import Server
+
+    if url is None:
+        for name, given in (("--engine-url-token", token), ("--engine-concurrency", concurrency != 8)):
+            if given:
+                raise UsageError(f"{name} goes with --engine-url")
+        return None
+    forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
+    return Server(url, token or token_from_env(), concurrency, timeout, forced)
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

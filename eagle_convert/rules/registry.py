@@ -770,6 +770,27 @@ _RULES = (
             "weights were trained with explicitly"
         ),
     ),
+    Rule(
+        "EC726",
+        "engine-serves-other-draft",
+        "error",
+        summary=(
+            "The running server (--engine-url) reports a speculative draft other than the one "
+            "verified: its acceptance says nothing about this draft."
+        ),
+        level="engine",
+    ),
+    Rule(
+        "EC727",
+        "engine-foreign-traffic",
+        "warning",
+        summary=(
+            "Other clients' requests moved the running server's counters during the run "
+            "(--engine-url): the measured acceptance mixes their drafts with ours and is not "
+            "compared with the probe."
+        ),
+        level="engine",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -32,11 +32,14 @@ from eagle_convert.verify.report import CheckOutcome, VerifyReport
 
 if TYPE_CHECKING:
     from eagle_convert.engine_level import EngineSettings
+    from eagle_convert.engine_level.served import Server
     from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.probe.run import LoadedDraft
     from eagle_convert.reference.budget import ReferenceRun
     from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
     from eagle_convert.reference.llama import SafetensorsWeights
+    from eagle_convert.verify.forward import ProbeSettings
 
 FAIL_LEVELS = ("error", "warning")
 ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
@@ -178,6 +181,7 @@ def verify_checkpoint(
     engine_settings: EngineSettings | None = None,
     probe_positions: int | None = None,
     notice: Callable[[str], None] | None = None,
+    engine_server: Server | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
@@ -187,6 +191,9 @@ def verify_checkpoint(
     hears of the tensors read at ``tensors`` and of the target layers run in the probe's long parts. The ``engine``
     level also runs the draft in a real engine (``engine_settings``: which engine environment, how many tokens).
     ``notice`` hears, before a long target level starts, an estimate of its time (a line for people).
+    ``engine_server``: the engine level measures the draft on that running server instead of starting an engine;
+    the target then needs only its config, and the probe's prediction runs where the target's weights are here and
+    fit the memory (engine_level/served.py).
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
     check_choice("level", level, LEVELS)
@@ -194,11 +201,13 @@ def verify_checkpoint(
         require_torch(f"--level {level}")
     if level in ("target", "engine") and target is None:
         raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
-    if level == "engine":  # fail fast, before the probe runs, when there is no engine to run
+    if engine_server is not None and level != "engine":
+        raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
+    if level == "engine" and engine_server is None:  # fail fast, before the probe runs, when there is no engine
         from eagle_convert.engine_level import engine_python
 
         engine_python(engine_settings.python if engine_settings else None)
-    if level in ("target", "engine") and not _has_weights(Path(target or "")):
+    if level in ("target", "engine") and engine_server is None and not _has_weights(Path(target or "")):
         raise UsageError(
             f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
             path=target,
@@ -265,13 +274,22 @@ def verify_checkpoint(
 
         forward = depth >= LEVELS.index("forward")
         target_weights = target_weights_of(target_cfg)
-        chosen_compute = None
+        chosen_compute, no_probe = None, None
         if forward:  # sized and decided before a tensor is read
             from eagle_convert.reference import compute
 
             probed = target_cfg if depth >= LEVELS.index("target") else None
+            if engine_server is not None and probed is not None and target_weights is None:
+                probed, no_probe = None, "the target's weights are not here (config only)"
             run = reference_run_of(spec, ckpt, probed, target_weights, token_ids, probe_positions, probe_steps)
-            chosen_compute = compute.resolve(device, dtype, run)
+            try:
+                chosen_compute = compute.resolve(device, dtype, run)
+            except UsageError as exc:  # against a server, a reference that cannot fit only costs the prediction
+                if engine_server is None or probed is None:
+                    raise
+                probed, no_probe = None, f"the reference target does not fit here: {exc.message}"
+                run = reference_run_of(spec, ckpt, None, None, token_ids, probe_positions, probe_steps)
+                chosen_compute = compute.resolve(device, dtype, run)
             if notice is not None and probed is not None:
                 _time_notice(run, chosen_compute, notice)
         with TensorReader(ckpt, keep=forward) as reader:
@@ -280,7 +298,7 @@ def verify_checkpoint(
                 more, probe, engine_run = _forward_levels(
                     ckpt, spec, reader, target_cfg, target_weights, depth, enabled, releases, engine_settings,
                     ForwardOptions(token_ids, prompts, probe_text, probe_steps, reference_hidden_states, oracle,
-                                   probe_progress, probe_positions, chosen_compute, dtype),
+                                   probe_progress, probe_positions, chosen_compute, dtype, engine_server, no_probe),
                 )  # fmt: skip
                 found += more
 
@@ -319,6 +337,8 @@ class ForwardOptions:
     positions: int | None
     compute: Compute  # where and in what dtype (decided against the memory before anything was loaded)
     dtype: str  # --dtype as asked: "auto" leaves the engine level its own default (float32 on a CPU)
+    server: Server | None = None  # --engine-url: the engine level measures the draft on this running server
+    no_probe: str | None = None  # why the probe does not run against a server (the target's weights: absent, too big)
 
 
 LONG_RUN_FLOP = 1e13  # a probe above this (about 10 s at 1 TFLOP/s) hears its time estimate first
@@ -393,9 +413,9 @@ def _forward_levels(
 ) -> tuple[list[Finding], ProbeReport | None, dict[str, Any] | None]:
     """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
     reference target: (findings, the probe report, the engine run)."""
-    from eagle_convert.probe.run import LoadedDraft, load_draft
+    from eagle_convert.probe.run import load_draft
     from eagle_convert.probe.target import Target
-    from eagle_convert.verify.forward import ProbeSettings, forward_findings, probe_findings
+    from eagle_convert.verify.forward import forward_findings, probe_findings
 
     chosen_compute = options.compute
     draft: LoadedDraft | EagleConvertError
@@ -407,6 +427,11 @@ def _forward_levels(
     found = forward_findings(draft, enabled, chosen_compute)
     probe: ProbeReport | None = None
     engine_run: dict[str, Any] | None = None
+    if options.server is not None and target_cfg is not None:
+        more, probe, engine_run = _served(
+            ckpt, spec, target_cfg, target_weights, enabled, engine_settings, options, draft
+        )
+        return found + more, probe, engine_run
     if depth < LEVELS.index("target") or target_cfg is None:
         return found, probe, engine_run
     reference: Target | EagleConvertError
@@ -414,18 +439,7 @@ def _forward_levels(
         reference = Target.of(target_cfg, chosen_compute, target_weights)
     except EagleConvertError as exc:
         reference = exc
-    settings = ProbeSettings(
-        options.token_ids,
-        options.prompts,
-        options.text,
-        options.steps,
-        chosen_compute,
-        options.reference_hidden_states,
-        options.oracle,
-        options.progress,
-        **({"min_positions": options.positions} if options.positions is not None else {}),
-    )
-    more, probe = probe_findings(draft, reference, enabled, settings)
+    more, probe = probe_findings(draft, reference, enabled, _probe_settings(options))
     found += more
     if depth >= LEVELS.index("engine"):
         from dataclasses import replace
@@ -448,6 +462,62 @@ def _forward_levels(
         )  # fmt: skip
         found += more
     return found, probe, engine_run
+
+
+def _served(
+    ckpt: Checkpoint,
+    spec: DraftSpec,
+    target_cfg: TargetConfig,
+    target_weights: SafetensorsWeights | None,
+    enabled: Callable[[str], bool],
+    engine_settings: EngineSettings | None,
+    options: ForwardOptions,
+    draft: LoadedDraft | EagleConvertError,
+) -> tuple[list[Finding], ProbeReport | None, dict[str, Any]]:
+    """The target level where the reference can run here (``options.no_probe`` None), then the engine level on the
+    running server: (findings, the probe report, the engine run)."""
+    from dataclasses import replace
+
+    from eagle_convert.engine_level import EngineSettings
+    from eagle_convert.engine_level.served import served_findings
+    from eagle_convert.probe.target import Target
+    from eagle_convert.verify.forward import probe_findings
+
+    assert options.server is not None
+    found: list[Finding] = []
+    probe: ProbeReport | None = None
+    reference: Target | EagleConvertError | None = None
+    if options.no_probe is None:
+        try:
+            reference = Target.of(target_cfg, options.compute, target_weights)
+        except EagleConvertError as exc:
+            reference = exc
+        found, probe = probe_findings(draft, reference, enabled, _probe_settings(options))
+    settings = replace(
+        engine_settings or EngineSettings(), token_ids=options.token_ids, prompts=options.prompts, steps=options.steps
+    )
+    more, run = served_findings(
+        ckpt.root, spec, target_cfg, enabled, settings, options.server, probe,
+        loaded=draft if reference is not None else None, reference=reference,
+    )  # fmt: skip
+    run["probe_not_run"] = options.no_probe
+    return found + more, probe, run
+
+
+def _probe_settings(options: ForwardOptions) -> ProbeSettings:
+    from eagle_convert.verify.forward import ProbeSettings
+
+    return ProbeSettings(
+        options.token_ids,
+        options.prompts,
+        options.text,
+        options.steps,
+        options.compute,
+        options.reference_hidden_states,
+        options.oracle,
+        options.progress,
+        **({"min_positions": options.positions} if options.positions is not None else {}),
+    )
 
 
 def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] | None) -> list[FileDigest]:
