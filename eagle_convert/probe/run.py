@@ -3,10 +3,11 @@
 The target runs layer by layer (reference/llama.py or reference/deepseek.py) over token sequences, capturing every
 hidden state a reading of the draft's config could select. The draft then runs k-step greedy chains from every
 position (reference/eagle3_draft.py) under the configured reading and under the alternatives a deployment could
-silently apply (see :func:`readings`). For each reading: top-1 agreement of the first draft token with the target's
-greedy next token over every position, and acceptance as the engines count it (probe_stats.py: speculative decoding
-along the text, cycle by cycle). Readings are compared with the configured one position by position; one that beats
-it decisively means the config says something the weights were not trained on.
+silently apply (see :func:`readings`), all readings of a sequence as one batch (one forward per chain step; later
+steps only on the rows the text still accepts). For each reading: top-1 agreement of the first draft token with the
+target's greedy next token over every position, and acceptance as the engines count it (probe_stats.py: speculative
+decoding along the text, cycle by cycle). Readings are compared with the configured one position by position; one
+that beats it decisively means the config says something the weights were not trained on.
 
 Text (probe_text.py): by default the target's own greedy continuations of varied prompts, generated with a KV cache
 (reference/llama_decode.py) that captures the hidden states on the way, ROUND prompts at a time: at least
@@ -18,6 +19,7 @@ target's greedy path is a lower bound (a chain stops where the text does). Top-1
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from eagle_convert.reference.draft_reader import TensorReader
 
 __all__ = ["MIN_POSITIONS", "ProbeResult", "ProbeRow", "sign_test"]
 MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
+CHAIN_BYTES = 2**30  # readings batched into one chain run: their activations about this (eagle3_draft.chain_elements)
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
     return name, out
 
 
+Score = tuple[torch.Tensor, torch.Tensor, list[int]]  # a reading's (top-1 hits, accepted tokens, cycles) on a chunk
+
+
 def _score(
     chunk: Chunk,
     reading: Reading,
@@ -153,26 +159,74 @@ def _score(
     embed: torch.Tensor | None,
     steps: int,
     stop: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """(first draft token is the target's greedy token, accepted draft tokens) for each scored row, and the accepted
-    count of each draft/verify cycle along the sequence, up to row ``stop`` (default: the last row whose chain the
-    text can verify whole).
-
-    Row t of the chain takes the states of position t and token t+1, and drafts tokens t+2, t+3, ...; a draft token
-    is accepted while it equals the text's next token and that token is the target's greedy choice."""
-    ids, t_len = chunk.ids, chunk.ids.numel()
+) -> Score:
+    """One reading's chains over one chunk, scored by :func:`_judge` (see there); :func:`_score_readings` runs many
+    readings at once with the same arithmetic per reading."""
     device = weights["norm.weight"].device
     aux = torch.cat([chunk.hidden[j] for j in reading.hidden_states], dim=-1).to(device)  # [T-1, K*Ht]
     rcfg = dataclasses.replace(cfg, norm_output=reading.norm_output, head_norm=reading.head_norm)
     steps = 1 if reading.diagnostic else steps  # diagnostics compare the first draft token only
-    chain = eagle3_draft.chain(rcfg, weights, ids[1:].to(device), aux, steps, embed=embed)
+    chain = eagle3_draft.chain(rcfg, weights, chunk.ids[1:].to(device), aux, steps, embed=embed)
+    return _judge(chunk, [step.target_tokens for step in chain], steps, stop)
+
+
+def _score_readings(
+    chunk: Chunk,
+    readings: list[Reading],
+    cfg: eagle3_draft.Eagle3Config,
+    weights: eagle3_draft.DraftWeights,
+    embed: torch.Tensor | None,
+    steps: int,
+    budget: int | None = None,
+) -> list[Score]:
+    """:func:`_score` for every reading, the readings batched (eagle3_draft.chains: one forward per chain step for
+    a batch of readings) as many at a time as fit ``budget`` bytes of activations (default CHAIN_BYTES); a reading
+    that alone exceeds it runs alone. A chain goes on only from rows :func:`_judge` scores and while its tokens are
+    accepted: the later steps of the others change no score."""
+    device, dtype = weights["norm.weight"].device, weights["norm.weight"].dtype
+    t_len = chunk.ids.numel() - 1
+    per_reading = eagle3_draft.chain_elements(cfg, t_len, steps) * dtype.itemsize
+    size = max(1, (CHAIN_BYTES if budget is None else budget) // per_reading)
+    ids, needed = chunk.ids[1:].to(device), _accepted(chunk, device)
+    out: list[Score] = []
+    for i in range(0, len(readings), size):
+        batch = readings[i : i + size]
+        aux = [torch.cat([chunk.hidden[j] for j in r.hidden_states], dim=-1) for r in batch]  # [T-1, K*Ht] each
+        rows = [eagle3_draft.ChainRow(r.norm_output, r.head_norm, 1 if r.diagnostic else steps) for r in batch]
+        drafted = eagle3_draft.chains(cfg, weights, ids, torch.stack(aux).to(device), rows, embed=embed, needed=needed)
+        out += [_judge(chunk, tokens, row.steps) for tokens, row in zip(drafted, rows, strict=True)]
+    return out
+
+
+def _accepted(chunk: Chunk, device: torch.device) -> Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """eagle3_draft.chains' ``needed`` for :func:`_judge`: a chain row it scores (from ``chunk.start``) whose step-s
+    token the text accepts (as _judge counts it)."""
+    ids = chunk.ids.to(device)
+    greedy = torch.cat([chunk.greedy, torch.tensor([-1])]).to(device)  # [T]: no greedy token after the last one
+
+    def needed(s: int, at: torch.Tensor, drafted: torch.Tensor) -> torch.Tensor:
+        pos = (at + 2 + s).clamp(max=ids.numel() - 1)  # the text's token that row at's step-s token must match
+        ok = (at >= chunk.start) & (at + 2 + s < ids.numel()) & (ids[pos] == greedy[pos - 1])  # [N]
+        return ok & (drafted == ids[pos])  # [R', N]
+
+    return needed
+
+
+def _judge(chunk: Chunk, tokens: list[torch.Tensor], steps: int, stop: int | None = None) -> Score:
+    """(first draft token is the target's greedy token, accepted draft tokens) for each scored row, and the accepted
+    count of each draft/verify cycle along the sequence, up to row ``stop`` (default: the last row whose chain the
+    text can verify whole), from the chains' draft tokens ``tokens`` ([T-1] per step).
+
+    Row t of the chain takes the states of position t and token t+1, and drafts tokens t+2, t+3, ...; a draft token
+    is accepted while it equals the text's next token and that token is the target's greedy choice."""
+    ids, t_len = chunk.ids, chunk.ids.numel()
     rows = torch.arange(t_len - 2)
     greedy = torch.cat([chunk.greedy, torch.tensor([-1])])  # [T]: no greedy token after the last one
-    tokens = [step.target_tokens[: t_len - 2].cpu() for step in chain]
-    top1 = tokens[0] == greedy[1 : t_len - 1]
+    drafted_rows = [step[: t_len - 2].cpu() for step in tokens]
+    top1 = drafted_rows[0] == greedy[1 : t_len - 1]
     alive = torch.ones(t_len - 2, dtype=torch.bool)
     accepted = torch.zeros(t_len - 2, dtype=torch.int64)
-    for s, drafted in enumerate(tokens):
+    for s, drafted in enumerate(drafted_rows):
         pos = (rows + 2 + s).clamp(max=t_len - 1)
         alive &= (rows + 2 + s < t_len) & (drafted == ids[pos]) & (ids[pos] == greedy[pos - 1])
         accepted += alive
@@ -180,9 +234,7 @@ def _score(
     return top1[chunk.start :], accepted[chunk.start :], cycles
 
 
-def _rows(
-    candidates: list[Reading], scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]], steps: int
-) -> list[ProbeRow]:
+def _rows(candidates: list[Reading], scores: dict[str, list[Score]], steps: int) -> list[ProbeRow]:
     base_top1 = torch.cat([s[0] for s in scores[candidates[0].name]])
     base_acc = torch.cat([s[1] for s in scores[candidates[0].name]])
     out = []
@@ -361,7 +413,7 @@ def run_probe_on(
         configured = candidates[0].name
     vocab = target.config.vocab_size or cfg.vocab_size
     wanted = sorted({j for r in candidates for j in r.hidden_states})
-    scores: dict[str, list[tuple[torch.Tensor, torch.Tensor, list[int]]]] = {r.name: [] for r in candidates}
+    scores: dict[str, list[Score]] = {r.name: [] for r in candidates}
     if token_ids is not None:
         given = [s for s in token_ids if len(s) >= 3]
         if not given:
@@ -381,9 +433,10 @@ def run_probe_on(
         n_sequences += len(chunks)
         ticker = Ticker(progress, "probe: draft chains", len(chunks) * len(candidates))
         for chunk in chunks:
-            for r in candidates:
-                scores[r.name].append(_score(chunk, r, cfg, weights, embed, steps))
-                ticker(0)
+            scored = _score_readings(chunk, candidates, cfg, weights, embed, steps)
+            for r, score in zip(candidates, scored, strict=True):
+                scores[r.name].append(score)
+                ticker(0)  # one reading's chains over one sequence
         if not scores[configured]:
             continue
         rows = _rows(candidates, scores, steps)

@@ -7,13 +7,14 @@ q_norm/k_norm) and MLA attention as transformers' ``DeepseekV3Attention`` (inter
 YaRN softmax scale), each with first projections that take the 2H input ``cat([input_layernorm(embed),
 hidden_norm(h)])``. Flags: ``norm_before_fc``, ``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual``,
 ``norm_output``; draft token d maps to ``d + d2t[d]``. Tensors use the canonical names of section 2. One sequence of T
-tokens, no batch dimension.
+tokens, optionally under leading batch dimensions ``...`` that share it (positions, causal mask): :func:`chains` runs
+several readings of one draft over the same sequence as rows of one batch, one matmul per weight for all of them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ _ROPE_PARAMS = {  # rope type -> parameters it needs (transformers' ROPE_INIT_FU
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
     "yarn": ("factor", "original_max_position_embeddings"),
 }
-KV = tuple[Tensor, Tensor]  # one step's (keys, values) after RoPE, [T, heads, d] each
+KV = tuple[Tensor, Tensor]  # one step's (keys, values) after RoPE, [..., T, heads, d] each
 
 
 @dataclass(frozen=True)
@@ -212,12 +213,32 @@ def load_draft(
 
 @dataclass(frozen=True)
 class StepOutput:
-    logits: Tensor  # [T, Vd], draft vocab
-    target_tokens: Tensor  # [T], argmax d mapped to d + d2t[d]
-    hidden_prenorm: Tensor  # [T, H], s
-    hidden_postnorm: Tensor  # [T, H], norm(s)
+    logits: Tensor  # [..., T, Vd], draft vocab
+    target_tokens: Tensor  # [..., T], argmax d mapped to d + d2t[d]
+    hidden_prenorm: Tensor  # [..., T, H], s
+    hidden_postnorm: Tensor  # [..., T, H], norm(s)
     next_hidden: Tensor  # the one of them the next step takes (norm_output: post-norm)
     kv: KV  # this step's keys and values, for later chain steps
+
+
+@dataclass(frozen=True)
+class RowFlags:
+    """Output flags per row of a batch ``[R, T]`` (each ``[R]`` bool), in place of the config's: row r's lm_head
+    reads norm(s) when ``head_norm[r]``, and its next chain step takes norm(s) when ``norm_output[r]``."""
+
+    norm_output: Tensor
+    head_norm: Tensor
+
+    def __getitem__(self, rows: Tensor) -> RowFlags:
+        return RowFlags(self.norm_output[rows], self.head_norm[rows])
+
+
+def _either(flag: bool | Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``a`` where ``flag`` else ``b``; a per-row flag ``[R]`` picks whole rows of ``[R, T, H]`` (values copied, never
+    mixed)."""
+    if isinstance(flag, bool):
+        return a if flag else b
+    return torch.where(flag[:, None, None], a, b)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -268,8 +289,9 @@ def _mscale(factor: float, mscale: float) -> float:  # YaRN: 0.1 * mscale * ln(f
 
 
 def rope(x: Tensor, positions: Tensor, c: Eagle3Config, *, interleaved: bool) -> Tensor:
-    """Rotate pairs of ``x`` [T, heads, d] by ``position * inv_freq``. Rotate-half pairs (x_i, x_{i+d/2}); interleaved
-    (DeepSeek) pairs (x_{2i}, x_{2i+1}), written back de-interleaved like transformers' DeepseekV3 (same q.k)."""
+    """Rotate pairs of ``x`` [..., T, heads, d] by ``position * inv_freq`` (positions [T]). Rotate-half pairs (x_i,
+    x_{i+d/2}); interleaved (DeepSeek) pairs (x_{2i}, x_{2i+1}), written back de-interleaved like transformers'
+    DeepseekV3 (same q.k)."""
     inv, scale = rope_inv_freq(c, x.shape[-1])
     angle = positions.float()[:, None] * inv.to(positions.device)  # [T, d/2]
     cos, sin = ((angle.cos() * scale).to(x.dtype)[:, None, :], (angle.sin() * scale).to(x.dtype)[:, None, :])
@@ -277,31 +299,37 @@ def rope(x: Tensor, positions: Tensor, c: Eagle3Config, *, interleaved: bool) ->
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def _attend(q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: float) -> Tensor:
-    """softmax(q.k * scale) v per head, q [T, nh, dq]. ``keys[0]`` (the first step) is attended causally; each later
-    chain step ``keys[s]`` only at the query's own position: row t is the chain that continues the prefix 0..t."""
-    t, heads = q.shape[0], q.shape[1]
-    ks = [k.repeat_interleave(heads // k.shape[1], dim=1) for k in keys]  # GQA: [T, nkv, dq] -> [T, nh, dq]
-    vs = [v.repeat_interleave(heads // v.shape[1], dim=1) for v in values]  # [T, nkv, dv] -> [T, nh, dv]
-    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-    context = (torch.einsum("qhd,khd->hqk", q, ks[0]) * scale).masked_fill(~causal, float("-inf"))  # [nh, T, T]
-    own = [torch.einsum("thd,thd->ht", q, k)[..., None] * scale for k in ks[1:]]  # [nh, T, 1] per later step
+def _attend(
+    q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: float, at: Tensor | None = None
+) -> Tensor:
+    """softmax(q.k * scale) v per head, q [..., N, nh, dq] at chain rows ``at`` [N] (default all T rows).
+    ``keys[0]`` (the first step, [..., T, nh, dq]) is attended causally; each later chain step ``keys[s]`` (like q,
+    [..., N, nh, dq]) only at the query's own row: row t is the chain that continues the prefix 0..t."""
+    t, heads = keys[0].shape[-3], q.shape[-2]
+    ks = [k.repeat_interleave(heads // k.shape[-2], dim=-2) for k in keys]  # GQA: [.., T, nkv, dq] -> [.., T, nh, dq]
+    vs = [v.repeat_interleave(heads // v.shape[-2], dim=-2) for v in values]  # [..., T, nkv, dv] -> [..., T, nh, dv]
+    rows = torch.arange(t, device=q.device)
+    causal = rows[None, :] <= (rows if at is None else at)[:, None]  # [N, T]
+    context = torch.einsum("...qhd,...khd->...hqk", q, ks[0]) * scale  # [..., nh, N, T]
+    context = context.masked_fill(~causal, float("-inf"))
+    own = [torch.einsum("...thd,...thd->...ht", q, k)[..., None] * scale for k in ks[1:]]  # [..., nh, N, 1] per step
     probs = torch.softmax(torch.cat([context, *own], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.einsum("hqk,khd->qhd", probs[..., :t], vs[0])  # [T, nh, dv]
+    out = torch.einsum("...hqk,...khd->...qhd", probs[..., :t], vs[0])  # [..., N, nh, dv]
     for s, v in enumerate(vs[1:]):
-        out = out + probs[..., t + s].transpose(0, 1)[..., None] * v  # [nh, T] -> [T, nh, 1]
+        out = out + probs[..., t + s].transpose(-1, -2)[..., None] * v  # [..., nh, N] -> [..., N, nh, 1]
     return out
 
 
 def attention(
-    c: Eagle3Config, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = ()
+    c: Eagle3Config, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = (), at: Tensor | None = None
 ) -> tuple[Tensor, KV]:
-    """Self-attention of the 2H input ``x`` [T, 2H] -> ([T, H], this step's keys and values)."""
-    a, t, nh = "midlayer.self_attn.", x.shape[0], c.num_heads
+    """Self-attention of the 2H input ``x`` [..., T, 2H] -> ([..., T, H], this step's keys and values); a later chain
+    step may run on some rows only: ``x`` [..., N, 2H] at rows ``at`` [N] (see :func:`_attend`)."""
+    a, lead, nh = "midlayer.self_attn.", x.shape[:-1], c.num_heads  # lead: (..., T)
     if c.attention == "mha":
-        q = F.linear(x, w[a + "q_proj.weight"]).view(t, nh, c.head_dim)  # [T, nh*hd] -> [T, nh, hd]
-        k = F.linear(x, w[a + "k_proj.weight"]).view(t, c.num_kv_heads, c.head_dim)  # [T, nkv*hd] -> [T, nkv, hd]
-        v = F.linear(x, w[a + "v_proj.weight"]).view(t, c.num_kv_heads, c.head_dim)  # [T, nkv*hd] -> [T, nkv, hd]
+        q = F.linear(x, w[a + "q_proj.weight"]).view(*lead, nh, c.head_dim)  # [.., T, nh*hd] -> [.., T, nh, hd]
+        k = F.linear(x, w[a + "k_proj.weight"]).view(*lead, c.num_kv_heads, c.head_dim)  # -> [..., T, nkv, hd]
+        v = F.linear(x, w[a + "v_proj.weight"]).view(*lead, c.num_kv_heads, c.head_dim)  # -> [..., T, nkv, hd]
         q_norm, k_norm = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
         if q_norm is not None and k_norm is not None:  # Qwen3: per-head RMSNorm before RoPE
             q, k = rms_norm(q, q_norm, c.rms_norm_eps), rms_norm(k, k_norm, c.rms_norm_eps)
@@ -310,20 +338,21 @@ def attention(
     else:
         _, rkv, dn, dr, dv = _mla_dims(c)
         q_latent = rms_norm(F.linear(x, w[a + "q_a_proj.weight"]), w[a + "q_a_layernorm.weight"], c.rms_norm_eps)
-        q = F.linear(q_latent, w[a + "q_b_proj.weight"]).view(t, nh, dn + dr)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
+        q = F.linear(q_latent, w[a + "q_b_proj.weight"]).view(*lead, nh, dn + dr)  # -> [..., T, nh, dn+dr]
         q_nope, q_pe = torch.split(q, [dn, dr], dim=-1)
         kv_latent, k_pe = torch.split(F.linear(x, w[a + "kv_a_proj_with_mqa.weight"]), [rkv, dr], dim=-1)
         kv_latent = rms_norm(kv_latent, w[a + "kv_a_layernorm.weight"], c.rms_norm_eps)
-        kv = F.linear(kv_latent, w[a + "kv_b_proj.weight"]).view(t, nh, dn + dv)  # [T, nh*(dn+dv)] -> [T, nh, dn+dv]
+        kv = F.linear(kv_latent, w[a + "kv_b_proj.weight"]).view(*lead, nh, dn + dv)  # -> [..., T, nh, dn+dv]
         k_nope, v = torch.split(kv, [dn, dv], dim=-1)
         q_pe = rope(q_pe, positions, c, interleaved=c.rope_interleave)
-        k_pe = rope(k_pe.view(t, 1, dr), positions, c, interleaved=c.rope_interleave)  # [T, dr] -> [T, 1, dr]: shared
-        q, k = torch.cat([q_nope, q_pe], dim=-1), torch.cat([k_nope, k_pe.expand(t, nh, dr)], dim=-1)
+        k_pe = k_pe.view(*lead, 1, dr)  # [..., T, dr] -> [..., T, 1, dr]: one rope key shared by every head
+        k_pe = rope(k_pe, positions, c, interleaved=c.rope_interleave)
+        q, k = torch.cat([q_nope, q_pe], dim=-1), torch.cat([k_nope, k_pe.expand(*lead, nh, dr)], dim=-1)
         scale = (dn + dr) ** -0.5
         if c.rope_type == "yarn" and c.rope_params.get("mscale_all_dim"):
             scale *= _mscale(c.rope_params["factor"], c.rope_params["mscale_all_dim"]) ** 2
-    out = _attend(q, [kv_[0] for kv_ in past] + [k], [kv_[1] for kv_ in past] + [v], scale)  # [T, nh, d_v]
-    return F.linear(out.reshape(t, -1), w[a + "o_proj.weight"]), (k, v)  # [T, nh, d_v] -> [T, nh*d_v] -> [T, H]
+    out = _attend(q, [kv_[0] for kv_ in past] + [k], [kv_[1] for kv_ in past] + [v], scale, at)  # [..., T, nh, d_v]
+    return F.linear(out.reshape(*lead, -1), w[a + "o_proj.weight"]), (k, v)  # -> [..., T, nh*d_v] -> [..., T, H]
 
 
 def mlp(w: DraftWeights, y: Tensor) -> Tensor:
@@ -343,36 +372,42 @@ def draft_step(
     positions: Tensor,
     embed: Tensor | None = None,
     past: Sequence[KV] = (),
+    rows: RowFlags | None = None,
+    at: Tensor | None = None,
 ) -> StepOutput:
-    """One draft forward over T tokens. ``hidden``: first step the K aux states ``[T, K*Ht]`` in ascending layer order
-    (goes through norm_before_fc / fc_norm and fc), later steps the previous step's ``next_hidden`` [T, H]. ``past``:
-    earlier chain steps' ``kv`` (first step first); empty means the T tokens form one causal sequence."""
-    c, w, eps, t = config, weights, config.rms_norm_eps, token_ids.shape[0]
+    """One draft forward over T tokens ``[..., T]``. ``hidden``: first step the K aux states ``[..., T, K*Ht]`` in
+    ascending layer order (goes through norm_before_fc / fc_norm and fc), later steps the previous step's
+    ``next_hidden`` [..., T, H]. ``past``: earlier chain steps' ``kv`` (first step first); empty means the T tokens
+    form one causal sequence. ``rows``: per-row output flags of a batch ``[R, T]`` in place of the config's. ``at``: a
+    later step on some chain rows only, ``[N]`` of them (tokens ``[..., N]``; ``past[0]`` all T rows, later steps'
+    the same N)."""
+    c, w, eps, lead = config, weights, config.rms_norm_eps, tuple(token_ids.shape)  # lead: (..., T)
     table = w.get("embed_tokens.weight")
     table = embed if table is None else table  # the draft's own embedding wins over the target's
     if table is None:
         raise ConfigError("the draft has no embed_tokens.weight and no target embedding was passed", hint=_HINT)
     width = c.num_aux * c.target_hidden_size if first_step else c.hidden_size
-    if tuple(hidden.shape) != (t, width):
-        raise ConfigError(f"hidden input is {tuple(hidden.shape)}, expected ({t}, {width})", hint=_HINT)
-    e = table[token_ids].to(w["norm.weight"].dtype)  # [T, H]
+    if tuple(hidden.shape) != (*lead, width):
+        raise ConfigError(f"hidden input is {tuple(hidden.shape)}, expected {(*lead, width)}", hint=_HINT)
+    e = table[token_ids].to(w["norm.weight"].dtype)  # [..., T, H]
     h = hidden.to(e.dtype)
     if first_step:
         if c.norm_before_fc:
             h = rms_norm(h, w["input_norm.weight"], eps)
         if c.fc_norm:
             norms = torch.stack([w[f"fc_norm.{k}.weight"] for k in range(c.num_aux)])  # [K, Ht]
-            h = rms_norm(h.view(t, c.num_aux, -1), norms, eps).view(t, -1)  # [T, K*Ht] -> [T, K, Ht] -> [T, K*Ht]
-        h = F.linear(h, w["fc.weight"], w.get("fc.bias"))  # [T, H]
+            h = rms_norm(h.view(*lead, c.num_aux, -1), norms, eps).view(*lead, -1)  # -> [..., T, K, Ht] -> back
+        h = F.linear(h, w["fc.weight"], w.get("fc.bias"))  # [..., T, H]
     en, hn = rms_norm(e, w["midlayer.input_layernorm.weight"], eps), rms_norm(h, w["midlayer.hidden_norm.weight"], eps)
     residual = hn if c.norm_before_residual else h
-    o, kv = attention(c, w, torch.cat([en, hn], dim=-1), positions, past)  # x [T, 2H], embeddings first
+    o, kv = attention(c, w, torch.cat([en, hn], dim=-1), positions, past, at)  # x [..., T, 2H], embeddings first
     s1 = o + residual
     s = mlp(w, rms_norm(s1, w["midlayer.post_attention_layernorm.weight"], eps)) + s1
     out = rms_norm(s, w["norm.weight"], eps)
-    logits = F.linear(out if c.head_norm else s, w["lm_head.weight"])  # [T, Vd]
+    head_norm, norm_output = (c.head_norm, c.norm_output) if rows is None else (rows.head_norm, rows.norm_output)
+    logits = F.linear(_either(head_norm, out, s), w["lm_head.weight"])  # [..., T, Vd]
     d = logits.argmax(dim=-1)
-    return StepOutput(logits, d + w["d2t"][d], s, out, out if c.norm_output else s, kv)
+    return StepOutput(logits, d + w["d2t"][d], s, out, _either(norm_output, out, s), kv)
 
 
 def chain(
@@ -389,7 +424,7 @@ def chain(
     and its argmax token mapped to target ids, and attends to the first step causally plus its own chain so far."""
     if steps < 1:
         raise ConfigError(f"chain needs at least one step, got {steps}")
-    pos = torch.arange(token_ids.shape[0], device=token_ids.device) if positions is None else positions
+    pos = torch.arange(token_ids.shape[-1], device=token_ids.device) if positions is None else positions
     outs: list[StepOutput] = []
     tokens, hidden = token_ids, aux
     for s in range(steps):
@@ -406,3 +441,82 @@ def chain(
         outs.append(step)
         tokens, hidden = step.target_tokens, step.next_hidden
     return outs
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """How one row of :func:`chains` reads the draft: its output flags (in place of the config's) and its steps."""
+
+    norm_output: bool
+    head_norm: bool
+    steps: int
+
+
+def chains(
+    config: Eagle3Config,
+    weights: DraftWeights,
+    token_ids: Tensor,
+    aux: Tensor,
+    readings: Sequence[ChainRow],
+    *,
+    embed: Tensor | None = None,
+    needed: Callable[[int, Tensor, Tensor], Tensor] | None = None,
+) -> list[list[Tensor]]:
+    """:func:`chain` for R readings of the draft over one sequence, as the rows of one batch: ``token_ids`` [T] (the
+    same for every row), ``aux`` [R, T, K*Ht] (row r's aux states). Each step runs one forward for every reading
+    still drafting (a reading stops after its ``steps``), so each weight is read once per step for all of them; each
+    reading's arithmetic is :func:`chain`'s under its flags.
+
+    ``needed(s, at, drafted)``: for the step-s tokens ``drafted`` [R', N] of the readings still drafting at chain
+    rows ``at`` [N], which rows each reading's chain goes on from (the probe: the token was accepted). Later steps
+    then run only on rows some reading goes on from (rows are independent chains: dropping one changes no other).
+    Returns each reading's draft tokens, [T] per step, -1 where a step did not run."""
+    if not readings or min(r.steps for r in readings) < 1:
+        raise ConfigError(f"chains need readings of at least one step, got {[r.steps for r in readings]}")
+    device, t_len = token_ids.device, token_ids.shape[-1]
+    at = torch.arange(t_len, device=device)  # the chain rows still running
+    live = list(range(len(readings)))  # the readings still drafting
+    norm_output = torch.tensor([r.norm_output for r in readings], device=device)
+    flags = RowFlags(norm_output, torch.tensor([r.head_norm for r in readings], device=device))
+    tokens, hidden = token_ids.expand(len(readings), -1), aux  # [T] -> [R, T]
+    past: list[KV] = []
+    going: Tensor | None = None  # [R', N]: rows each live reading goes on from
+    out: list[list[Tensor]] = [[] for _ in readings]
+    for s in range(max(r.steps for r in readings)):
+        still = [i for i, r in enumerate(live) if readings[r].steps > s]
+        if len(still) < len(live):  # readings done: drop them from the batch and from the keys and values kept
+            keep = torch.tensor(still, device=device)
+            tokens, hidden, flags = tokens[keep], hidden[keep], flags[keep]
+            past = [(k[keep], v[keep]) for k, v in past]
+            going = None if going is None else going[keep]
+            live = [live[i] for i in still]
+        if going is not None and not bool(going.all()):  # rows no reading goes on from: drop them (not step 0's kv)
+            rows = going.any(0).nonzero().squeeze(-1)  # [N']
+            if rows.numel() == 0:
+                break
+            at, tokens, hidden, going = at[rows], tokens[:, rows], hidden[:, rows], going[:, rows]
+            past = past[:1] + [(k[:, rows], v[:, rows]) for k, v in past[1:]]
+        step = draft_step(
+            config, weights, tokens, hidden, first_step=s == 0, positions=at + s, embed=embed, past=past, rows=flags,
+            at=None if s == 0 else at,
+        )  # fmt: skip
+        for i, r in enumerate(live):
+            out[r].append(torch.full((t_len,), -1, device=device).index_copy(0, at, step.target_tokens[i]))
+        past.append(step.kv)
+        tokens, hidden = step.target_tokens, step.next_hidden
+        if needed is not None:
+            going = needed(s, at, tokens) if going is None else going & needed(s, at, tokens)
+    for r, row in enumerate(readings):  # steps that no row needed
+        out[r] += [torch.full((t_len,), -1, device=device)] * (row.steps - len(out[r]))
+    return out
+
+
+def chain_elements(config: Eagle3Config, t: int, steps: int) -> int:
+    """About the most activation elements one reading's chain over T tokens holds at once (to batch readings under a
+    memory budget): the aux input and its norm, logits, the MLP, a few copies of the attention scores, and the
+    chain's keys and values (after GQA's repeat)."""
+    c = config
+    head = max(c.head_dim, (c.qk_nope_head_dim or 0) + (c.qk_rope_head_dim or 0), c.v_head_dim or 0)
+    per_token = 2 * c.num_aux * c.target_hidden_size + c.draft_vocab_size + 4 * c.intermediate_size + 8 * c.hidden_size
+    per_token += 4 * c.num_heads * (t + steps) + steps * 2 * c.num_heads * head
+    return t * per_token
