@@ -7,6 +7,10 @@
    the captured boundaries and logits, and the median time of 3 runs of each.
 2. Runs the acceptance probe of the trained pair (fixtures/trained_pair.py) on the CPU in float32 and on the GPU in
    float32 and bfloat16; prints each table's rows and checks that the GPU reaches the CPU's verdict.
+3. Streams a target's decoder layers to the GPU the way the KV-cached generator does (reference/stream.py's
+   LayerStream with its CopyLane: pinned staging, a side-stream copy of layer i + 1 while layer i is used) and
+   prints the bandwidth achieved against a plain pinned host-to-device copy measured in the same run (the device's
+   floor): ``--stream DIR`` streams that checkpoint (e.g. an 8B target), else SmolLM2-135M.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from eagle_convert.draft.aux_layers import default_hidden_states
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.jsonstrict import load_json_object
 from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
+from eagle_convert.reference.llama_decode import step_groups
+from eagle_convert.reference.stream import LayerStream
 from fixtures.smollm2 import smollm2_checkpoint
 
 T = TypeVar("T")
@@ -67,7 +73,36 @@ def main() -> int:
     print(f"reference cpu {cpu_time:.3f} s, reference cuda {gpu_time:.3f} s, transformers cuda {hf_time:.3f} s")
     print(f"cuda vs cpu: boundaries {worst:.2e}, logits {logits:.2e}; transformers vs reference logits {hf_logits:.2e}")
     parity_ok = max(worst, logits, hf_logits) < 1e-3
+    stream_dir = Path(sys.argv[sys.argv.index("--stream") + 1]) if "--stream" in sys.argv else directory
+    streaming_bandwidth(stream_dir)
     return 0 if parity_ok and probe_on(RUNS) else 1
+
+
+def streaming_bandwidth(directory: Path, repeat: int = 3) -> tuple[float, float]:
+    """(achieved, floor) bytes/s: every layer group of the generator's step streamed onto the GPU through
+    LayerStream (a tiny matmul on each, so the next copy has compute to overlap), against one pinned 1 GiB
+    host-to-device copy."""
+    config = LlamaConfig.from_hf(load_json_object(directory / "config.json", ConfigError, "config"))
+    weights = SafetensorsWeights(directory)
+    groups = step_groups(config)
+    total = sum(weights.nbytes(name) for group in groups for name in group)
+    stream = LayerStream(weights, "cuda", None)
+
+    def walk() -> None:
+        for tensors in stream.walk(groups):
+            for t in tensors.values():
+                if t.dim() == 2:
+                    t[:1].float().sum()  # uses the layer on the device: the copy of the next one overlaps it
+
+    walk()  # warm: the page cache and the staging buffers
+    seconds, _ = _median_time(walk, repeat)
+    stream.close()
+    host = torch.empty(2**30, dtype=torch.uint8, pin_memory=True)
+    floor_s, _ = _median_time(lambda: host.to("cuda", non_blocking=True), repeat)
+    achieved, floor = total / seconds, 2**30 / floor_s
+    print(f"streamed {total / 1e9:.2f} GB of layers ({directory.name}) in {seconds:.2f} s: {achieved / 1e9:.1f} GB/s; "
+          f"pinned host-to-device copy {floor / 1e9:.1f} GB/s; achieved / floor {achieved / floor:.2f}")  # fmt: skip
+    return achieved, floor
 
 
 RUNS = (("cpu", "float32"), ("cuda", "float32"), ("cuda", "bfloat16"))

@@ -36,12 +36,12 @@ from eagle_convert.probe.text import NEW_TOKENS, ROUND, check_text, prompt_pool
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import default_hidden_states
 from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference.budget import CHAIN_BYTES
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.reference.draft_reader import TensorReader
 
 __all__ = ["MIN_POSITIONS", "ProbeResult", "ProbeRow", "sign_test"]
 MAX_ROUNDS_FACTOR = 4  # while undecided, more text up to this many times min_positions
-CHAIN_BYTES = 2**30  # readings batched into one chain run: their activations about this (eagle3_draft.chain_elements)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,9 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*", re.IGNORECASE)
 _SIZE_HINT = f"set {MEMORY_ENV} to bytes or a size: 24G or 24GiB (binary), 24GB (decimal), 512M"
 
 
+CHAIN_BYTES = 2**30  # the probe batches readings into one chain run while their activations take about this
+
+
 def gb(n: float) -> str:
     """Bytes as people read sizes here, in decimal units as disks report them: ``3.1 GB``, ``42 MB``, ``8 kB``."""
     if n >= 1e9:
@@ -255,6 +258,8 @@ class ReferenceRun:
         draft = self.draft_params * b
         rows = 16 if t is None else max(self.token_lengths or (PROMPT_TOKENS + self._new_tokens(),))
         chains = rows * self.draft_vocab * (self.steps * b + 4)  # a chain's logits, each step's and one float32 copy
+        if self.target is not None:  # the probe batches readings' chains up to CHAIN_BYTES of activations
+            chains = max(chains, CHAIN_BYTES)
         if t is None:  # the forward level: the draft's chain on 16 random tokens
             return Estimate(dtype, 0, 0, draft, 0, 0, chains)
         pack = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // max(t.vocab_size, 1)))
