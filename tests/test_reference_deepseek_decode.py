@@ -139,7 +139,7 @@ def test_each_step_reads_each_weight_once_for_the_batch(targets: dict[str, Targe
 def test_bad_requests_are_input_errors(targets: dict[str, Target]) -> None:
     target = targets["yarn"]
     for prompts, new, capture, match in (
-        (PROMPTS, NEW, [4], r"outside 0\.\.3"),
+        (PROMPTS, NEW, [4], r"must lie in 0\.\.3"),
         (PROMPTS, 0, [], "at least 1"),
         ([[1], []], NEW, [], "at least one token"),
         ([[1, 128]], NEW, [], r"0\.\.127"),

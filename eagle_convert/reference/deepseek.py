@@ -271,6 +271,22 @@ def mlp(load: _Loader, x: torch.Tensor, p: str, H: int, inter: int) -> torch.Ten
     return linear(load, F.silu(gate) * up, f"{p}.down_proj", H, inter)
 
 
+def query(c: DeepseekConfig, load: _Loader, x: torch.Tensor, p: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """MLA's query of x [T, H], through the q LoRA when the config has one: (q_nope [T, nh, dn], q_rope [T, nh, dr]
+    before RoPE)."""
+    T, H, nh = x.shape[0], c.hidden_size, c.num_attention_heads
+    dn, dr = c.qk_nope_head_dim, c.qk_rope_head_dim
+    if c.q_lora_rank is None:
+        q = linear(load, x, f"{p}.q_proj", nh * (dn + dr), H)
+    else:
+        rq = c.q_lora_rank
+        q_a = linear(load, x, f"{p}.q_a_proj", rq, H, c.attention_bias)
+        q_latent = rms_norm(q_a, load(f"{p}.q_a_layernorm.weight", rq), 1e-6)  # HF: fixed eps on the LoRA norms
+        q = linear(load, q_latent, f"{p}.q_b_proj", nh * (dn + dr), rq)
+    q_nope, q_rope = torch.split(q.view(T, nh, dn + dr), [dn, dr], dim=-1)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
+    return q_nope, q_rope
+
+
 def attention(
     c: DeepseekConfig,
     load: _Loader,
@@ -283,15 +299,7 @@ def attention(
     """Multi-head latent attention over x [T, H] -> [T, H], causal within each packed segment."""
     T, H, nh = x.shape[0], c.hidden_size, c.num_attention_heads
     dn, dr, dv, rkv, bias = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.attention_bias
-    if c.q_lora_rank is None:
-        q = linear(load, x, f"{p}.q_proj", nh * (dn + dr), H)
-    else:
-        rq = c.q_lora_rank
-        q_a = linear(load, x, f"{p}.q_a_proj", rq, H, bias)
-        q_latent = rms_norm(q_a, load(f"{p}.q_a_layernorm.weight", rq), 1e-6)  # HF: fixed eps on the LoRA norms
-        q = linear(load, q_latent, f"{p}.q_b_proj", nh * (dn + dr), rq)
-    q = q.view(T, nh, dn + dr)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
-    q_nope, q_rope = torch.split(q, [dn, dr], dim=-1)
+    q_nope, q_rope = query(c, load, x, p)
 
     kv_a = linear(load, x, f"{p}.kv_a_proj_with_mqa", rkv + dr, H, bias)  # [T, rkv+dr]
     latent, k_rope = torch.split(kv_a, [rkv, dr], dim=-1)  # [T, rkv], [T, dr] (one k_pe shared by all heads)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import InputError
 from eagle_convert.reference import fp8
+from eagle_convert.reference.decoding import Choices, Generated, Padded, check_request
 from eagle_convert.reference.deepseek import (
     DeepseekConfig,
     WeightSource,
@@ -36,6 +36,7 @@ from eagle_convert.reference.deepseek import (
     linear,
     mlp,
     moe,
+    query,
     rms_norm,
     rope_tables,
     softmax_scale,
@@ -45,18 +46,6 @@ from eagle_convert.reference.stream import Group, LayerStream
 ATTENTION_ELEMENTS = 2**26
 """Scores (or absorbed queries) computed at once: the batch's rows go through attention in groups of at most this
 many elements, so a long prefill holds no [B, S, nh, L] tensor."""
-
-
-@dataclass(frozen=True)
-class Generated:
-    """Each prompt and its continuation (through ``eos`` when it came), and what the target computed on the way:
-    ``hidden[i][j]`` is boundary j of sequence i ``[T_i - 1, H]`` (every position but the last token's) and
-    ``greedy[i]`` the target's argmax token after each of those positions (the next text token inside the prompt)."""
-
-    sequences: list[list[int]]
-    prompt_lengths: list[int]
-    hidden: list[dict[int, torch.Tensor]]
-    greedy: list[list[int]]
 
 
 @torch.no_grad()
@@ -78,40 +67,26 @@ def generate(
     ``on_step(step)`` after each step."""
     c, n_layers, b, H = cfg, cfg.num_hidden_layers, len(prompts), cfg.hidden_size
     wanted = sorted(set(capture))
-    _check(c, prompts, new_tokens, wanted)
+    check_request(n_layers, c.vocab_size, prompts, new_tokens, wanted)
     load = _Streamed(weights, device, dtype)
     table = _embedding(c, load)  # as stored (a mapped file gives up only the rows' pages): each step takes its rows
     head_name = "model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"
     groups = step_groups(c, load.available, head_name)
     stream = LayerStream(weights, device, None)  # as stored: the loader casts (a float32 router bias stays float32)
-    draws = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
-
-    width = max(len(p) for p in prompts)
-    pad = [width - len(p) for p in prompts]
-    total = width + new_tokens - 1  # positions the target runs: the prompts, then each new token but the last
-    ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)])  # [B, W] on the CPU
-    valid = torch.ones(b, total, dtype=torch.bool, device=device)  # [B, L]: padding slots are never attended to
-    for row, n in enumerate(pad):
-        valid[row, :n] = False
-    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]: 0 at each prompt's start
-    slots = torch.arange(total, device=device)
+    choices = Choices(sample_seed)
+    batch = Padded.of(prompts, new_tokens, device)
+    total = batch.total
     # Fixed-size buffers for what grows with the text, written in place (see reference/llama_decode.py).
     latents = [torch.zeros(b, total, c.kv_lora_rank, device=device, dtype=dtype) for _ in range(n_layers)]
     rotated = [torch.zeros(b, total, c.qk_rope_head_dim, device=device, dtype=dtype) for _ in range(n_layers)]
     kept = {j: torch.zeros(b, total, H, device=device, dtype=dtype) for j in wanted}
-    tokens: list[torch.Tensor] = []  # [B] per step: the next token of each sequence
-    argmax: list[torch.Tensor] = []  # [B] per step: the target's argmax (the same as tokens when greedy)
-    past = 0
     try:
         for step in range(new_tokens):
-            s = ids.shape[1]
-            seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
-            here, filled = slots[past:seen], slots[:seen]
-            # causal over the valid slots; a padding slot sees itself only
-            mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
-            live = valid[:, past:seen].reshape(-1).nonzero().squeeze(-1)  # [<= B*S] rows that are not padding
-            cos, sin = (t.to(device) for t in rope_tables(c, positions.reshape(-1)))  # [B*S, dr/2]
-            x = table[ids.reshape(-1)].to(device=device, dtype=dtype)  # [B*S, H]
+            s, past = batch.ids.shape[1], batch.past
+            seen, mask = batch.mask()  # attention reads the cache up to ``seen``
+            live = batch.valid[:, past:seen].reshape(-1).nonzero().squeeze(-1)  # [<= B*S] rows that are not padding
+            cos, sin = (t.to(device) for t in rope_tables(c, batch.positions.reshape(-1)))  # [B*S, dr/2]
+            x = table[batch.ids.reshape(-1)].to(device=device, dtype=dtype)  # [B*S, H]
             layers = stream.walk(groups)
             for i in range(n_layers):
                 load.current = next(layers)
@@ -127,35 +102,19 @@ def generate(
                     x = x.index_add(0, live, moe(c, load, y[live], f"{p}.mlp"))
             if n_layers in kept:
                 kept[n_layers][:, past:seen] = x.view(b, s, H)
-            past = seen
             load.current = next(layers)
             last = rms_norm(x.view(b, s, H)[:, -1], load("model.norm.weight", H), c.rms_norm_eps)  # [B, H]
             logits = F.linear(last, load(head_name, c.vocab_size, H)).float().cpu()  # [B, V]
             load.current = {}
             layers.close()  # the walk ends: the head's slot released
-            best = logits.argmax(-1)  # [B]
-            argmax.append(best)
-            if draws is None:
-                tokens.append(best)
-            else:  # Target.generate's draws: one per sequence, in batch order
-                tokens.append(torch.cat([torch.multinomial(row.softmax(-1), 1, generator=draws) for row in logits]))
-            ids = tokens[-1].view(b, 1)  # [B, 1]
-            positions = positions[:, -1:] + 1
+            batch.advance(seen, choices.pick(logits))
             if on_step is not None:
                 on_step(step)
-            if eos is not None and all(eos in t for t in torch.stack(tokens, dim=-1).tolist()):
+            if choices.ended(eos):
                 break
     finally:
         stream.close()
-    new, best_after = torch.stack(tokens, dim=-1).tolist(), torch.stack(argmax, dim=-1).tolist()  # [B, steps run]
-    sequences, hidden, greedy = [], [], []
-    for row, (prompt, cont) in enumerate(zip(prompts, new, strict=True)):
-        cont = cont[: cont.index(eos) + 1] if eos is not None and eos in cont else cont
-        t = len(prompt) + len(cont)
-        sequences.append(list(prompt) + cont)
-        hidden.append({j: kept[j][row, pad[row] : pad[row] + t - 1] for j in wanted})
-        greedy.append(list(prompt[1:]) + best_after[row][: len(cont)])
-    return Generated(sequences, [len(p) for p in prompts], hidden, greedy)
+    return choices.result(prompts, batch.pad, kept, eos)
 
 
 def attention(
@@ -176,15 +135,7 @@ def attention(
     b, s, length = mask.shape
     T, H, nh = x.shape[0], c.hidden_size, c.num_attention_heads
     dn, dr, dv, rkv, bias = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.attention_bias
-    if c.q_lora_rank is None:
-        q = linear(load, x, f"{p}.q_proj", nh * (dn + dr), H)
-    else:
-        rq = c.q_lora_rank
-        q_a = linear(load, x, f"{p}.q_a_proj", rq, H, bias)
-        q_latent = rms_norm(q_a, load(f"{p}.q_a_layernorm.weight", rq), 1e-6)  # HF: fixed eps on the LoRA norms
-        q = linear(load, q_latent, f"{p}.q_b_proj", nh * (dn + dr), rq)
-    q = q.view(T, nh, dn + dr)  # [T, nh*(dn+dr)] -> [T, nh, dn+dr]
-    q_nope, q_rope = torch.split(q, [dn, dr], dim=-1)
+    q_nope, q_rope = query(c, load, x, p)
     q_rope = apply_rope(q_rope, cos, sin, c.rope_interleave)  # [T, nh, dr]
 
     kv_a = linear(load, x, f"{p}.kv_a_proj_with_mqa", rkv + dr, H, bias)  # [T, rkv+dr]
@@ -278,15 +229,3 @@ def _embedding(c: DeepseekConfig, load: _Loader) -> torch.Tensor:
         expected = [c.vocab_size, c.hidden_size]
         raise InputError(f"DeepSeek target tensor {name!r} has shape {list(table.shape)}, expected {expected}")
     return table
-
-
-def _check(c: DeepseekConfig, prompts: Sequence[Sequence[int]], new_tokens: int, wanted: list[int]) -> None:
-    N, V = c.num_hidden_layers, c.vocab_size
-    if bad := [j for j in wanted if not 0 <= j <= N]:
-        raise InputError(f"capture boundaries {bad} are outside 0..{N} for this {N}-layer DeepSeek target")
-    if new_tokens < 1:
-        raise InputError(f"new_tokens is {new_tokens}; generation needs at least 1")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise InputError("generation needs at least one prompt, and every prompt at least one token")
-    if any(not 0 <= t < V for p in prompts for t in p):
-        raise InputError(f"prompt token ids must lie in 0..{V - 1} (the target's vocabulary)")

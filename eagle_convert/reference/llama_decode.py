@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import InputError
+from eagle_convert.reference.decoding import Choices, Generated, Padded, check_request
 from eagle_convert.reference.llama import (
     LlamaConfig,
     WeightSource,
@@ -34,18 +34,6 @@ from eagle_convert.reference.llama import (
     sparse_mlp,
 )
 from eagle_convert.reference.stream import Group, LayerStream
-
-
-@dataclass(frozen=True)
-class Generated:
-    """Each prompt and its continuation (through ``eos`` when it came), and what the target computed on the way:
-    ``hidden[i][j]`` is boundary j of sequence i ``[T_i - 1, H]`` (every position but the last token's) and
-    ``greedy[i]`` the target's argmax token after each of those positions (the next text token inside the prompt)."""
-
-    sequences: list[list[int]]
-    prompt_lengths: list[int]
-    hidden: list[dict[int, torch.Tensor]]
-    greedy: list[list[int]]
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, hd: int) -> torch.Tensor:
@@ -88,39 +76,25 @@ def generate(
     ``sample_seed`` drawn from the softmax of each sequence's float32 logits in batch order from one generator seeded
     so (``probe/target.Target.generate``'s draws). ``on_step(step)`` after each step."""
     wanted, n_layers, b = sorted(set(capture)), cfg.num_layers, len(prompts)
-    _check(cfg, prompts, new_tokens, wanted)
+    check_request(n_layers, cfg.vocab_size, prompts, new_tokens, wanted)
     nh, nkv, hd, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
     stream = LayerStream(weights, device, dtype)
     groups = step_groups(cfg)
-    draws = torch.Generator().manual_seed(sample_seed) if sample_seed is not None else None
-
-    width = max(len(p) for p in prompts)
-    pad = [width - len(p) for p in prompts]
+    choices = Choices(sample_seed)
+    batch = Padded.of(prompts, new_tokens, device)
+    total = batch.total
     # Fixed-size buffers for what grows with the text (the cache, the captured states), written in place, and
     # attention that never copies the cache per query head: a tensor grown by a token each step is a new size each
     # step, and the allocator's heap fragments (6 GB resident for 400 MB of captured states on SmolLM2).
-    total = width + new_tokens - 1  # positions the target runs: the prompts, then each new token but the last
-    ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)])  # [B, W] on the CPU
-    valid = torch.ones(b, total, dtype=torch.bool, device=device)  # [B, L]: padding slots are never attended to
-    for row, n in enumerate(pad):
-        valid[row, :n] = False
-    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]
-    slots = torch.arange(total, device=device)
     keys = [torch.zeros(b, nkv, total, hd, device=device, dtype=dtype) for _ in range(n_layers)]
     values = [torch.zeros(b, nkv, total, hd, device=device, dtype=dtype) for _ in range(n_layers)]
     kept = {j: torch.zeros(b, total, H, device=device, dtype=dtype) for j in wanted}
-    tokens: list[torch.Tensor] = []  # [B] per step: the next token of each sequence
-    argmax: list[torch.Tensor] = []  # [B] per step: the target's argmax (the same as tokens when greedy)
-    past = 0
     try:
         for step in range(new_tokens):
-            s = ids.shape[1]
-            cos, sin = rope_cos_sin(cfg, positions.reshape(-1), device, dtype)  # [B*S, hd]
-            seen = past + s  # the slots filled once these tokens are in: attention reads the cache up to here
-            here, filled = slots[past:seen], slots[:seen]
-            # causal over the valid slots; a padding slot sees itself only
-            mask = ((filled[None, :] <= here[:, None]) & valid[:, None, :seen]) | (filled[None, :] == here[:, None])
-            x = _rows(cfg, weights, ids, device, dtype)  # [B, S, H]
+            s, past = batch.ids.shape[1], batch.past
+            cos, sin = rope_cos_sin(cfg, batch.positions.reshape(-1), device, dtype)  # [B*S, hd]
+            seen, mask = batch.mask()  # attention reads the cache up to ``seen``
+            x = _rows(cfg, weights, batch.ids, device, dtype)  # [B, S, H]
             layers = stream.walk(groups)
             for i in range(n_layers):
                 if i in kept:
@@ -148,35 +122,19 @@ def generate(
                 del w
             if n_layers in kept:
                 kept[n_layers][:, past:seen] = x
-            past = seen
             final = next(layers)
             norm, head = final.values()  # step_groups' order: the norm, then lm_head
             logits = F.linear(rms_norm(x[:, -1], norm, cfg.rms_norm_eps), head).float().cpu()  # [B, V]
             del final, norm, head
             layers.close()  # the walk ends: the head's slot released
-            best = logits.argmax(-1)  # [B]
-            argmax.append(best)
-            if draws is None:
-                tokens.append(best)
-            else:  # Target.generate's draws: one per sequence, in batch order
-                tokens.append(torch.cat([torch.multinomial(row.softmax(-1), 1, generator=draws) for row in logits]))
-            ids = tokens[-1].view(b, 1)  # [B, 1]
-            positions = positions[:, -1:] + 1
+            batch.advance(seen, choices.pick(logits))
             if on_step is not None:
                 on_step(step)
-            if eos is not None and all(eos in t for t in torch.stack(tokens, dim=-1).tolist()):
+            if choices.ended(eos):
                 break
     finally:
         stream.close()
-    new, best_after = torch.stack(tokens, dim=-1).tolist(), torch.stack(argmax, dim=-1).tolist()  # [B, steps run]
-    sequences, hidden, greedy = [], [], []
-    for row, (prompt, cont) in enumerate(zip(prompts, new, strict=True)):
-        cont = cont[: cont.index(eos) + 1] if eos is not None and eos in cont else cont
-        t = len(prompt) + len(cont)
-        sequences.append(list(prompt) + cont)
-        hidden.append({j: kept[j][row, pad[row] : pad[row] + t - 1] for j in wanted})
-        greedy.append(list(prompt[1:]) + best_after[row][: len(cont)])
-    return Generated(sequences, [len(p) for p in prompts], hidden, greedy)
+    return choices.result(prompts, batch.pad, kept, eos)
 
 
 def generate_greedy(
@@ -207,15 +165,3 @@ def _rows(
         expected = [cfg.vocab_size, cfg.hidden_size]
         raise InputError(f"tensor {name!r} has shape {list(table.shape)}, the config implies {expected}")
     return table[ids].to(device=device, dtype=dtype)
-
-
-def _check(cfg: LlamaConfig, prompts: Sequence[Sequence[int]], new_tokens: int, wanted: list[int]) -> None:
-    n, vocab = cfg.num_layers, cfg.vocab_size
-    if bad := [j for j in wanted if not 0 <= j <= n]:
-        raise InputError(f"capture boundaries {bad} must lie in 0..{n} (N = {n} layers)")
-    if new_tokens < 1:
-        raise InputError(f"new_tokens is {new_tokens}; generation needs at least 1")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise InputError("generation needs at least one prompt, and every prompt at least one token")
-    if any(not 0 <= t < vocab for p in prompts for t in p):
-        raise InputError(f"prompt token ids must lie in 0..{vocab - 1} (the target's vocabulary)")
