@@ -610,3 +610,30 @@ def test_a_url_with_a_path_is_a_usage_error() -> None:
         detect("http://127.0.0.1:8000/v1")
     with pytest.raises(UsageError):
         detect("127.0.0.1:8000")
+
+
+def test_a_servers_run_renders_for_people() -> None:
+    """The human report of an --engine-url run: the server's acceptance, the draft it serves, the other traffic, and
+    what a client cannot observe (none of the in-process run's engine-only rows)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from eagle_convert.engine_level.attach import CounterMove, ServerInfo
+    from eagle_convert.engine_level.served import engine_run
+    from eagle_convert.render.console import render_engine_run
+
+    info = ServerInfo("http://127.0.0.1:8000", "vllm", "0.32.0", "t", "/t", True, "eagle3", None, 3, ["/metrics"])
+    moved = [CounterMove(REQUESTS, 8.0, 11.0)]
+    attached = AttachedRun(
+        info, 8, 64, 8, [[1] * 64] * 8, 362, 1086, 143, [112, 29, 2], 1.395, [0.309, 0.08, 0.006],
+        "vllm /metrics counters, diffed around the run", moved, "unknown", "the server does not say", 7.6,
+    )  # fmt: skip
+    run_ = engine_run(attached) | {"probe_not_run": "the target's weights are not here (config only)"}
+    out = StringIO()
+    render_engine_run(run_, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "Engine run on a server: vllm 0.32.0 at http://127.0.0.1:8000" in text
+    assert "1.395 over 362 drafts" in text and "0.309 / 0.080 / 0.006" in text
+    assert f"{REQUESTS} moved 11, this run 8" in text and "unknown: the server does not say" in text
+    assert "not run: the target's weights are not here (config only)" in text and "not observed" in text

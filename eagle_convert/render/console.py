@@ -494,6 +494,9 @@ def render_engine_run(run: dict[str, Any], console: Console, probe: ProbeResult 
     if run.get("acceptance_measured") is False:
         render_engine_load(run, console)
         return
+    if run.get("server") is not None:
+        render_engine_server(run, console, probe)
+        return
     table = Table(
         title=f"Engine run: {run['engine']} {run['version']} (runner {run['runner']}), {run['prompts']} prompts, "
         f"{run['tokens']} tokens, greedy",
@@ -521,6 +524,48 @@ def render_engine_run(run: dict[str, Any], console: Console, probe: ProbeResult 
         ("flags the engine built", flags),
         ("load / generate", f"{run['load_s']:.1f} s / {run['generate_s']:.1f} s"),
         ("engine peak memory", f"{run['peak_rss_mib']:.0f} MiB RSS"),
+        *(("not observed", line) for line in run.get("not_observed") or ()),
+    )
+    for what, value in rows:
+        table.add_row(what, Text(value))
+    console.print(table)
+
+
+def render_engine_server(run: dict[str, Any], console: Console, probe: ProbeResult | None = None) -> None:
+    """The engine level against a running server (--engine-url): what the server measured for this run, which
+    draft it serves, other clients' traffic, and what a client cannot observe."""
+    server = run["server"]
+    table = Table(
+        title=f"Engine run on a server: {run['engine']} {run['version']} at {server['url']}, {run['prompts']} prompts, "
+        f"{run['tokens']} tokens, greedy",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_header=False,
+    )
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    per_position = " / ".join(f"{r:.3f}" for r in run["acceptance_per_position"]) or "-"
+    foreign = "; ".join(
+        f"{m['counter']} moved {m['observed']:g}, this run {m['expected']:g}" for m in server["foreign_traffic"]
+    )
+    k = server["num_speculative_tokens"]
+    rows = (
+        (
+            "mean acceptance length",
+            f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts ({server['measured_from']}; "
+            f"{server['concurrency']} requests in flight at most)",
+        ),
+        (
+            "the probe on the same run",
+            _same_run(run) if run.get("probe_not_run") is None else f"not run: {run['probe_not_run']}",
+        ),
+        *_probe_elsewhere(probe),
+        ("accept rate per position", per_position),
+        ("speculative settings", f"{server['method'] or '?'}, {k if k is not None else '?'} draft tokens per step"),
+        ("draft served", f"{server['draft_identity']}: {server['draft_identity_note']}"),
+        ("other traffic", foreign or "none: the counters moved by this run's requests only"),
+        ("requests", f"{run['generate_s']:.1f} s"),
+        *(("not observed", line) for line in run.get("not_observed") or ()),
     )
     for what, value in rows:
         table.add_row(what, Text(value))
