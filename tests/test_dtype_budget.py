@@ -275,6 +275,21 @@ def test_the_time_estimate_counts_target_and_chains(pair: tuple[Path, Path]) -> 
     assert seconds == pytest.approx((target + chains) / 1e9) and line.startswith("estimate:")
 
 
+def test_the_estimate_says_when_generation_reads_the_target_from_disk_every_step(pair: tuple[Path, Path]) -> None:
+    """The target's own text reads every weight once per step: a target larger than the page cache can keep is
+    read from disk at each step, and the estimate says so and what to do; given text (--token-ids) is not."""
+    from dataclasses import replace
+
+    generated = replace(_run(pair), token_lengths=None)
+    assert generated.target is not None
+    stored = generated.target.total_params * budget.DTYPE_BYTES[generated.target.model_dtype]
+    _, small = budget.time_estimate(generated, 1e9, stored // 2)
+    assert "from disk" in small and "--token-ids" in small and f"each of its {budget.NEW_TOKENS} steps" in small
+    _, roomy = budget.time_estimate(generated, 1e9, stored * 2)
+    _, given = budget.time_estimate(_run(pair), 1e9, stored // 2)
+    assert "from disk" not in roomy and "from disk" not in given
+
+
 def test_the_forward_check_builds_no_vocabulary_sized_table(
     pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

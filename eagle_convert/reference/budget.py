@@ -374,16 +374,29 @@ def choose_dtype(run: ReferenceRun, requested: str, available: Available) -> Dty
     )
 
 
-def time_estimate(run: ReferenceRun, flop_rate: float) -> tuple[float, str]:
+def time_estimate(run: ReferenceRun, flop_rate: float, cache_bytes: int | None = None) -> tuple[float, str]:
     """(seconds, a line for people): the probe's compute at ``flop_rate`` FLOP/s (a matmul rate measured on the
-    device in the compute dtype), said as the estimate it is."""
+    device in the compute dtype), said as the estimate it is. ``cache_bytes``: the host memory left to the page
+    cache; generating the target's own text reads every weight once per step, so a target larger than that is read
+    from disk at every step, which the line then says (with what to do instead)."""
     target, chains = run.flops()
     seconds = (target + chains) / flop_rate
-    return seconds, (
+    line = (
         f"estimate: the probe computes ~{(target + chains) / 1e12:.0f} TFLOP (target {target / 1e12:.0f}, draft "
         f"chains {chains / 1e12:.0f}); at the {flop_rate / 1e9:.0f} GFLOP/s a matmul reached here that is about "
         f"{_duration(seconds)} (reading the weights and attention come on top)"
     )
+    t = run.target
+    if t is not None and run.token_lengths is None and cache_bytes is not None:
+        stored = t.total_params * DTYPE_BYTES[t.model_dtype]
+        steps = run._new_tokens()
+        if stored > cache_bytes:
+            line += (
+                f"; generating the text reads the {gb(stored)} target at each of its {steps} steps, more than the "
+                f"{gb(max(cache_bytes, 0))} the page cache can keep here, so from disk ({gb(stored * steps)} a "
+                "round): give the text with --token-ids (e.g. an engine's output) to score it in a few passes instead"
+            )
+    return seconds, line
 
 
 def _duration(seconds: float) -> str:

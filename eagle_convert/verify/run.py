@@ -346,11 +346,13 @@ LONG_RUN_FLOP = 1e13  # a probe above this (about 10 s at 1 TFLOP/s) hears its t
 
 def _time_notice(run: ReferenceRun, chosen: Compute, notice: Callable[[str], None]) -> None:
     """Tell ``notice`` how long the probe should take, when that is long enough to be worth a measured rate."""
-    from eagle_convert.reference.budget import time_estimate
+    from eagle_convert.reference.budget import available_memory, time_estimate
     from eagle_convert.reference.compute import matmul_rate
 
     if sum(run.flops()) >= LONG_RUN_FLOP:
-        notice(time_estimate(run, matmul_rate(chosen))[1])
+        host = available_memory("cpu").bytes  # the page cache the streamed weights are read through
+        held = run.estimate(chosen.dtype_name).total if chosen.device.type == "cpu" else 0
+        notice(time_estimate(run, matmul_rate(chosen), None if host is None else host - held)[1])
 
 
 def reference_run_of(
