@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eagle_convert.draft.aux_layers import default_hidden_states
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.jsonstrict import load_json_object
-from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
-from eagle_convert.reference.llama_decode import step_groups
+from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming, layer_groups
 from eagle_convert.reference.stream import LayerStream
 from fixtures.smollm2 import smollm2_checkpoint
 
@@ -84,7 +83,7 @@ def streaming_bandwidth(directory: Path, repeat: int = 3) -> tuple[float, float]
     host-to-device copy."""
     config = LlamaConfig.from_hf(load_json_object(directory / "config.json", ConfigError, "config"))
     weights = SafetensorsWeights(directory)
-    groups = step_groups(config)
+    groups = layer_groups(config)
     total = sum(weights.nbytes(name) for group in groups for name in group)
     stream = LayerStream(weights, "cuda", None)
 

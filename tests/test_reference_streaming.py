@@ -24,8 +24,14 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 from eagle_convert.probe import target as probe_target  # noqa: E402
 from eagle_convert.probe.target import Target, generated  # noqa: E402
 from eagle_convert.reference import stream  # noqa: E402
-from eagle_convert.reference.llama import DictWeights, LlamaConfig, SafetensorsWeights, forward_streaming  # noqa: E402
-from eagle_convert.reference.llama_decode import generate, step_groups  # noqa: E402
+from eagle_convert.reference.llama import (  # noqa: E402
+    DictWeights,
+    LlamaConfig,
+    SafetensorsWeights,
+    forward_streaming,
+    layer_groups,
+)
+from eagle_convert.reference.llama_decode import generate  # noqa: E402
 from eagle_convert.reference.stream import CopyLane, LayerStream  # noqa: E402
 
 LAYERS = 4
@@ -267,9 +273,9 @@ def test_generation_through_the_copy_lane_equals_the_host_lane(llama: Path, monk
     assert all(torch.equal(a[j], b[j]) for a, b in zip(lane.hidden, host.hidden, strict=True) for j in CAPTURE)
 
 
-def test_step_groups_cover_the_target(llama: Path) -> None:
+def test_layer_groups_cover_the_target(llama: Path) -> None:
     target = Target(llama)
-    names = [n for g in step_groups(target._cfg) for n in g]
+    names = [n for g in layer_groups(target._cfg) for n in g]
     assert sorted([*names, "model.embed_tokens.weight"]) == target.weights.names()
 
 

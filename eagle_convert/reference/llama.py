@@ -30,7 +30,7 @@ from eagle_convert.errors import ConfigError, InputError
 from eagle_convert.read.checkpoint import open_weights
 from eagle_convert.reference import fp8
 from eagle_convert.reference.packing import pack
-from eagle_convert.reference.stream import MappedShards
+from eagle_convert.reference.stream import LayerStream, MappedShards
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe")
 _CONFIG_HINT = "fix the target's config.json (a Llama, Qwen2 or Qwen3 text model config)"
@@ -499,22 +499,45 @@ def forward_streaming(
         raise InputError(f"capture boundaries {sorted(wanted)} must lie in 0..{n} (N = {n} layers)")
     packed = pack(input_ids, lengths, vocab, device)
 
-    table = _load(weights, "model.embed_tokens.weight", (vocab, h), device, dtype)  # [V, H]
-    x = table[packed.ids]  # [T, H]
+    table = weights.get("model.embed_tokens.weight")  # as stored (mapped: only the rows taken are read)
+    if tuple(table.shape) != (vocab, h):
+        raise InputError(
+            f"tensor 'model.embed_tokens.weight' has shape {list(table.shape)}, the config implies {[vocab, h]}",
+            hint=_WEIGHTS_HINT,
+        )
+    x = table[packed.ids.cpu()].to(device=device, dtype=dtype)  # [T, H]
     del table  # not kept through the layers
     cos, sin = rope_cos_sin(cfg, packed.positions, device, dtype)
     hidden: dict[int, torch.Tensor] = {}
-    for i in range(n):
-        if i in wanted:
-            hidden[i] = x
-        w = _load_layer(cfg, weights, i, device, dtype)
-        x = decoder_layer(cfg, x, w, cos, sin, packed.segments, _expert_loader(cfg, weights, i, device, dtype))
-        del w  # layer i freed before layer i + 1 is read
-        if on_layer is not None:
-            on_layer(i)
-    if n in wanted:
-        hidden[n] = x
-    final = rms_norm(x, _load(weights, "model.norm.weight", (h,), device, dtype), cfg.rms_norm_eps)
-    head = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
-    logits = F.linear(final, _load(weights, head, (vocab, h), device, dtype))  # [T, V]
+    stream = LayerStream(weights, device, dtype)  # layer i + 1 is read (on CUDA: copied) while layer i runs
+    try:
+        layers = stream.walk(layer_groups(cfg))
+        for i in range(n):
+            if i in wanted:
+                hidden[i] = x
+            prefix = f"model.layers.{i}."
+            w = {name.removeprefix(prefix): t for name, t in next(layers).items()}
+            x = decoder_layer(cfg, x, w, cos, sin, packed.segments, _expert_loader(cfg, weights, i, device, dtype))
+            del w  # layer i is released when layer i + 2 is read
+            if on_layer is not None:
+                on_layer(i)
+        if n in wanted:
+            hidden[n] = x
+        norm, head = next(layers).values()  # layer_groups' order: the final norm, then lm_head
+        final = rms_norm(x, norm, cfg.rms_norm_eps)
+        logits = F.linear(final, head)  # [T, V]
+        del norm, head
+        layers.close()
+    finally:
+        stream.close()
     return TargetOutput(hidden, logits, final)
+
+
+def layer_groups(cfg: LlamaConfig) -> list[dict[str, tuple[int, ...]]]:
+    """What one pass reads, in order: each decoder layer's tensors (experts aside, read as tokens are routed to
+    them), then the final norm and lm_head (the embedding when tied)."""
+    layers = [
+        {f"model.layers.{i}.{k}": shape for k, shape in layer_shapes(cfg, i).items()} for i in range(cfg.num_layers)
+    ]
+    head = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
+    return [*layers, {"model.norm.weight": (cfg.hidden_size,), head: (cfg.vocab_size, cfg.hidden_size)}]

@@ -27,13 +27,13 @@ from eagle_convert.reference.llama import (
     _expert_loader,
     _linear,
     apply_rope,
-    layer_shapes,
+    layer_groups,
     mlp,
     rms_norm,
     rope_cos_sin,
     sparse_mlp,
 )
-from eagle_convert.reference.stream import Group, LayerStream
+from eagle_convert.reference.stream import LayerStream
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, hd: int) -> torch.Tensor:
@@ -47,15 +47,6 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     scores = scores.view(b, nkv, g, s, length).masked_fill(~mask[:, None, None], -math.inf)
     out = torch.softmax(scores.float(), dim=-1).to(q.dtype).view(b, nkv, g * s, length) @ v  # [B, nkv, g*S, hd]
     return out.view(b, nh, s, hd)
-
-
-def step_groups(cfg: LlamaConfig) -> list[Group]:
-    """What one step reads, in order: each decoder layer's tensors (experts aside), then the final norm and lm_head."""
-    layers: list[Group] = [
-        {f"model.layers.{i}.{k}": shape for k, shape in layer_shapes(cfg, i).items()} for i in range(cfg.num_layers)
-    ]
-    head = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
-    return [*layers, {"model.norm.weight": (cfg.hidden_size,), head: (cfg.vocab_size, cfg.hidden_size)}]
 
 
 @torch.no_grad()
@@ -79,7 +70,7 @@ def generate(
     check_request(n_layers, cfg.vocab_size, prompts, new_tokens, wanted)
     nh, nkv, hd, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
     stream = LayerStream(weights, device, dtype)
-    groups = step_groups(cfg)
+    groups = layer_groups(cfg)
     choices = Choices(sample_seed)
     batch = Padded.of(prompts, new_tokens, device)
     total = batch.total
@@ -123,7 +114,7 @@ def generate(
             if n_layers in kept:
                 kept[n_layers][:, past:seen] = x
             final = next(layers)
-            norm, head = final.values()  # step_groups' order: the norm, then lm_head
+            norm, head = final.values()  # layer_groups' order: the norm, then lm_head
             logits = F.linear(rms_norm(x[:, -1], norm, cfg.rms_norm_eps), head).float().cpu()  # [B, V]
             del final, norm, head
             layers.close()  # the walk ends: the head's slot released
