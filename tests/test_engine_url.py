@@ -603,6 +603,23 @@ def test_verify_against_no_server_exits_2_and_reports_nothing_passed(fx: Path) -
     assert json.loads(r.stdout)["status"] == "error" and API_KEY not in r.stdout + r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "--engine-url needs --target"),
+        (["--target", "T", "--level", "tensors"], "--engine-url measures the draft at --level engine, not --level"),
+        (["--target", "T", "--engine-arg", "seed=1"], "with --engine-url the server runs with its own settings"),
+    ],
+)
+def test_engine_url_usage_errors_exit_2_before_any_work(fx: Path, args: list[str], message: str) -> None:
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
+    args = [str(target) if a == "T" else a for a in args]
+    r = _verify(str(draft), "--engine-url", "http://127.0.0.1:9", *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    token = _verify(str(draft), "--target", str(target), "--engine-url-token", API_KEY)
+    assert token.returncode == 2 and "--engine-url-token goes with --engine-url" in token.stderr, token.stderr
+
+
 def test_a_url_with_a_path_is_a_usage_error() -> None:
     from eagle_convert.errors import UsageError
 

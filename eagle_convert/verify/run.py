@@ -199,6 +199,8 @@ def verify_checkpoint(
     check_choice("level", level, LEVELS)
     if LEVELS.index(level) >= LEVELS.index("tensors"):  # tensor values and forward passes need the reference extra
         require_torch(f"--level {level}")
+    if engine_server is not None and target is None:
+        raise UsageError("--engine-url needs --target: the target's config.json (its weights are optional)")
     if level in ("target", "engine") and target is None:
         raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
     if engine_server is not None and level != "engine":
