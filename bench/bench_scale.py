@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_reference import _cpu
 
 H, INTER, LAYERS, HEADS, KV, HD, VOCAB, DRAFT_VOCAB, SHARDS = 4096, 14336, 32, 32, 8, 128, 128256, 32000, 4
 TARGET_CONFIG = {
@@ -275,16 +276,6 @@ def run(command: Run, eagle: str, env: dict[str, str]) -> Run:
     command.chain_steps = sum(1 if r.get("diagnostic") else steps for r in probe.get("rows", []))
     command.readings = len(probe.get("rows", []))
     return command
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _ram_gib() -> float:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-MIN_POSITIONS = 4096  # scored positions of the default probe: a ~1-point top-1 difference reaches p < 0.01
+from eagle_convert.reference.budget import MIN_POSITIONS as MIN_POSITIONS  # the default probe's scored positions
+
 ALPHA = 0.01  # a difference is decisive at this level of the two-sided sign test (probe/stats.py)
 TOP1_FLOOR = 0.01  # the smallest top-1 difference worth a finding
 ACCEPT_FLOOR = 0.02  # ... or accepted draft tokens per position

@@ -21,12 +21,12 @@ from eagle_convert.probe.result import BoundaryMatch
 from eagle_convert.probe.text import NEW_TOKENS
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.reference import fp8
+
+# Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
+from eagle_convert.reference.budget import CACHE_BYTES, LOGITS_BUDGET, MAX_PACK, MIN_PACK  # one place: the sizing's
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.reference.llama import SafetensorsWeights
 from eagle_convert.reference.packing import segments
-
-# Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
-LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
 
 Progress = Callable[[str, int, int], None]
 """``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
@@ -237,7 +237,6 @@ def generated(
 
 
 _TEXTS: list[tuple[tuple[Any, ...], list[Chunk]]] = []
-CACHE_BYTES = 2**30  # capture every boundary of the generated text when it takes at most this much
 
 
 def _generate_text(

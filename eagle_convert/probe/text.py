@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError, UsageError, check_choice
+from eagle_convert.reference.budget import NEW_TOKENS as NEW_TOKENS  # new tokens per prompt (one place)
+from eagle_convert.reference.budget import ROUND as ROUND  # prompts per generation round
 from eagle_convert.schemas import TOKEN_IDS, violation
 
-ROUND, NEW_TOKENS = 32, 144  # prompts per generation round, new tokens per prompt (about 4,096+ positions a round)
 _SUBJECTS = (
     "tides", "the Great Wall of China", "octopuses", "compound interest", "thunderstorms", "the violin",
     "bicycles", "the Renaissance", "antibiotics", "hurricanes", "sourdough", "the speed of light",
