@@ -1,14 +1,14 @@
 """Benchmark: the default acceptance probe on a real target, and its text generation with and without a KV cache.
 
     .venv/bin/python bench/bench_probe.py [--repeat 1] [--prompts 8] [--tokens 32] [--skip-generation] [--threads N]
-    .venv/bin/python bench/bench_probe.py --decode REV [--repeat 3]
 
 The target is SmolLM2-135M-Instruct dequantized to float32 (``fixtures/smollm2.py``), the draft the committed
 ``fixtures/smollm2-eagle3`` (``fixtures/smollm2_pair.py``); everything runs on the CPU in float32.
 
 * ``generation``: the same greedy continuations of the first ``--prompts`` default prompts, ``--tokens`` new tokens
   each, by ``Target.generate`` (packed passes, every position recomputed for every new token) and by the KV-cached
-  ``reference/llama_decode.generate_greedy`` (checked equal), alternating order each repeat;
+  generator (``reference/hf_target.StreamedModel.generate``: transformers' own ``generate``; checked equal),
+  alternating order each repeat;
 * ``default probe``: ``run_probe`` with no text given (>= 4,096 scored positions), ``--repeat`` times with the
   readings' draft chains batched (``probe._score_readings``: one forward per chain step for all readings, later
   steps only on the rows still accepted) and as many times one reading after another (``probe._score`` per reading,
@@ -17,10 +17,6 @@ The target is SmolLM2-135M-Instruct dequantized to float32 (``fixtures/smollm2.p
   and the same table.
 
 Reports medians and minimums, their ratios, the load average (the machine may be shared) and the probe's table.
-
-``--decode REV`` instead measures one round of the default probe's text (32 prompts, 144 new tokens, every boundary
-captured) with ``reference/llama_decode.py`` as it is and as it was at git revision REV, each in a child process of
-its own, alternating: wall time and peak resident memory, side by side.
 """
 
 from __future__ import annotations
@@ -41,57 +37,7 @@ from bench.bench_reference import _cpu
 from eagle_convert.probe import run as probe
 from eagle_convert.probe import target as probe_target
 from eagle_convert.probe import text as probe_text
-from eagle_convert.reference.llama_decode import generate_greedy
 from fixtures.smollm2_pair import smollm2_pair
-
-_DECODE_CHILD = """
-import importlib.util, json, resource, sys, time
-sys.path.insert(0, sys.argv[2])
-from eagle_convert.probe import target as probe_target
-from eagle_convert.probe.text import ROUND, NEW_TOKENS, prompt_pool
-from fixtures.smollm2_pair import smollm2_pair
-spec = importlib.util.spec_from_file_location("decode_under_test", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["decode_under_test"] = module
-spec.loader.exec_module(module)
-target_dir, _ = smollm2_pair()
-target = probe_target.Target(target_dir)
-prompts = prompt_pool(target_dir, target.vocab_size)[:ROUND]
-start = time.perf_counter()
-gen = module.generate_greedy(target._cfg, target.weights, prompts, NEW_TOKENS, capture=range(target.num_layers + 1),
-                             eos=target.eos)
-seconds, peak = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"s": seconds, "peak_mib": peak, "tokens": sum(map(len, gen.sequences))}))
-"""
-
-
-def decode(rev: str, repeat: int) -> int:
-    """The KV-cached generator now against revision ``rev``, each run in a child process (peak RSS is per process)."""
-    import json
-    import subprocess
-    import tempfile
-
-    root = Path(__file__).resolve().parent.parent
-    path = "eagle_convert/reference/llama_decode.py"
-    old = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True, check=True).stdout
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "old.py").write_text(old)
-        versions = {"now": str(root / path), rev: str(Path(tmp) / "old.py")}
-        runs: dict[str, list[dict[str, float]]] = {k: [] for k in versions}
-        for i in range(repeat):
-            for label in list(versions)[i % 2 :] + list(versions)[: i % 2]:
-                cmd = [sys.executable, "-c", _DECODE_CHILD, versions[label], str(root)]
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                runs[label].append(json.loads(out.strip().splitlines()[-1]))
-    print(f"machine: {_cpu()}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; one round of probe text")
-    med = {
-        k: (statistics.median(r["s"] for r in v), statistics.median(r["peak_mib"] for r in v)) for k, v in runs.items()
-    }
-    for label, (seconds, peak) in med.items():
-        print(f"{label:>10}: {seconds:6.1f} s, peak RSS {peak:6.0f} MiB  (runs: {runs[label]})")
-    (now_s, now_m), (old_s, old_m) = med["now"], med[rev]
-    print(f"now / {rev}: time {now_s / old_s:.2f}, peak RSS {now_m / old_m:.2f}")
-    return 0
 
 
 def probe_runs(target_dir: Path, draft_dir: Path, repeat: int) -> None:
@@ -156,7 +102,6 @@ def probe_runs(target_dir: Path, draft_dir: Path, repeat: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--decode", metavar="REV", default=None, help="compare the KV-cached generator with REV's")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
@@ -165,8 +110,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.decode:
-        return decode(args.decode, args.repeat)
     target_dir, draft_dir = smollm2_pair()
     target = probe_target.Target(target_dir)
     print(
@@ -180,7 +123,7 @@ def main() -> int:
             return target.generate(prompts, args.tokens)
 
         def cached() -> list[list[int]]:
-            gen = generate_greedy(target._cfg, target.weights, prompts, args.tokens)
+            gen = target.model.generate(prompts, args.tokens)
             return [s + [0] * (len(p) + args.tokens - len(s)) for s, p in zip(gen.sequences, prompts, strict=True)]
 
         runs: dict[str, list[float]] = {"recomputed": [], "KV cache": []}

@@ -6,7 +6,8 @@ The model is SmolLM2-135M-Instruct dequantized to float32 (``fixtures/smollm2.py
 Each run is a fresh process that imports, loads and runs one forward of the same fixed token ids on the CPU:
 
 * ``transformers``: ``AutoModelForCausalLM.from_pretrained`` + a forward with ``output_hidden_states=True``;
-* ``reference``: ``forward_streaming`` over ``SafetensorsWeights`` capturing 3 boundaries (the EAGLE3 default).
+* ``reference``: the reference target (``probe.target.Target``: transformers' model, its weights streamed from the
+  checkpoint a layer at a time) capturing 3 boundaries (the EAGLE3 default).
 
 Runs alternate their order; reports medians of the whole process (and of its load and forward, timed inside it)
 and the ratio. Peak RSS is the child process's maximum resident set size.
@@ -52,12 +53,11 @@ def worker(label: str, directory: Path, tokens: int, times: Path) -> None:
             model(ids[None], output_hidden_states=True)
     else:
         from eagle_convert.draft.aux_layers import default_hidden_states
-        from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
+        from eagle_convert.probe.target import Target
 
-        config = LlamaConfig.from_hf(raw)
-        weights = SafetensorsWeights(directory)  # reads headers only; each layer is read during the forward
+        target = Target(directory, resident=False)  # reads headers only; each layer is read during the forward
         loaded = time.perf_counter()
-        forward_streaming(config, weights, ids, capture=default_hidden_states(config.num_layers))
+        target.run(ids, capture=default_hidden_states(target.num_layers))
     done = time.perf_counter()
     with times.open("a") as f:
         f.write(json.dumps({"label": label, "load": loaded - start, "forward": done - loaded}) + "\n")

@@ -7,10 +7,11 @@
    the captured boundaries and logits, and the median time of 3 runs of each.
 2. Runs the acceptance probe of the trained pair (fixtures/trained_pair.py) on the CPU in float32 and on the GPU in
    float32 and bfloat16; prints each table's rows and checks that the GPU reaches the CPU's verdict.
-3. Streams a target's decoder layers to the GPU the way the KV-cached generator does (reference/stream.py's
-   LayerStream with its CopyLane: pinned staging, a side-stream copy of layer i + 1 while layer i is used) and
-   prints the bandwidth achieved against a plain pinned host-to-device copy measured in the same run (the device's
-   floor): ``--stream DIR`` streams that checkpoint (e.g. an 8B target), else SmolLM2-135M.
+3. Streams a target's weights to the GPU the way the probe does (reference/hf_target.py: transformers' model, each
+   unit read from the checkpoint and copied to the device while the one before it runs) over a one-token forward,
+   and prints the bandwidth achieved against a plain pinned host-to-device copy measured in the same run (the
+   device's floor): ``--stream DIR`` streams that checkpoint (e.g. an 8B target or a hybrid-attention one), else
+   SmolLM2-135M.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle_convert.draft.aux_layers import default_hidden_states
-from eagle_convert.errors import ConfigError
-from eagle_convert.read.jsonstrict import load_json_object
-from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming, layer_groups
-from eagle_convert.reference.stream import LayerStream
+from eagle_convert.probe.target import Target
+from eagle_convert.reference.compute import resolve
 from fixtures.smollm2 import smollm2_checkpoint
 
 T = TypeVar("T")
@@ -54,12 +53,12 @@ def main() -> int:
         print("no CUDA device: nothing to measure (the CPU path is covered by the test suite)")
         return 0
     directory = smollm2_checkpoint()
-    config = LlamaConfig.from_hf(load_json_object(directory / "config.json", ConfigError, "config"))
-    weights = SafetensorsWeights(directory)
-    ids = torch.randint(0, config.vocab_size, (256,), generator=torch.Generator().manual_seed(0))
-    capture = default_hidden_states(config.num_layers)
-    cpu_time, cpu = _median_time(lambda: forward_streaming(config, weights, ids, capture=capture, device="cpu"))
-    gpu_time, gpu = _median_time(lambda: forward_streaming(config, weights, ids, capture=capture, device="cuda"))
+    on_cpu = Target(directory, resolve("cpu", "float32"), resident=False)
+    on_gpu = Target(directory, resolve("cuda", "float32"), resident=False)
+    ids = torch.randint(0, on_cpu.vocab_size, (256,), generator=torch.Generator().manual_seed(0))
+    capture = default_hidden_states(on_cpu.num_layers)
+    cpu_time, cpu = _median_time(lambda: on_cpu.run(ids, capture))
+    gpu_time, gpu = _median_time(lambda: on_gpu.run(ids, capture))
     worst = max(float((gpu.hidden[j].cpu() - cpu.hidden[j]).norm() / cpu.hidden[j].norm()) for j in capture)
     logits = float((gpu.logits.cpu() - cpu.logits).norm() / cpu.logits.norm())
     import transformers
@@ -78,28 +77,22 @@ def main() -> int:
 
 
 def streaming_bandwidth(directory: Path, repeat: int = 3) -> tuple[float, float]:
-    """(achieved, floor) bytes/s: every layer group of the generator's step streamed onto the GPU through
-    LayerStream (a tiny matmul on each, so the next copy has compute to overlap), against one pinned 1 GiB
-    host-to-device copy."""
-    config = LlamaConfig.from_hf(load_json_object(directory / "config.json", ConfigError, "config"))
-    weights = SafetensorsWeights(directory)
-    groups = layer_groups(config)
-    total = sum(weights.nbytes(name) for group in groups for name in group)
-    stream = LayerStream(weights, "cuda", None)
+    """(achieved, floor) bytes/s: a one-token forward of the target on the GPU in bfloat16, every unit streamed from
+    the checkpoint (its compute is tiny, so the time is the streaming), against one pinned 1 GiB host-to-device
+    copy."""
+    target = Target(directory, resolve("cuda", "bfloat16"), resident=False)
+    total = sum(target.weights.nbytes(key) for unit in target.model.units for key in unit.keys)
+    ids = torch.tensor([1])
 
     def walk() -> None:
-        for tensors in stream.walk(groups):
-            for t in tensors.values():
-                if t.dim() == 2:
-                    t[:1].float().sum()  # uses the layer on the device: the copy of the next one overlaps it
+        target.run(ids, ())
 
-    walk()  # warm: the page cache and the staging buffers
+    walk()  # warm: the page cache
     seconds, _ = _median_time(walk, repeat)
-    stream.close()
     host = torch.empty(2**30, dtype=torch.uint8, pin_memory=True)
     floor_s, _ = _median_time(lambda: host.to("cuda", non_blocking=True), repeat)
     achieved, floor = total / seconds, 2**30 / floor_s
-    print(f"streamed {total / 1e9:.2f} GB of layers ({directory.name}) in {seconds:.2f} s: {achieved / 1e9:.1f} GB/s; "
+    print(f"streamed {total / 1e9:.2f} GB of weights ({directory.name}) in {seconds:.2f} s: {achieved / 1e9:.1f} GB/s; "
           f"pinned host-to-device copy {floor / 1e9:.1f} GB/s; achieved / floor {achieved / floor:.2f}")  # fmt: skip
     return achieved, floor
 

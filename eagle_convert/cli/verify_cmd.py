@@ -132,7 +132,11 @@ def verify(
         "hidden_states [K, T, Ht]); reports which target boundaries they are.",
     ),
     oracle: str | None = choice(
-        ORACLES, None, "--oracle", help="--level target: also check the reference target against this implementation."
+        ORACLES,
+        None,
+        "--oracle",
+        help="--level target: also check the reference target (transformers' model with its weights streamed from "
+        "the checkpoint) against this implementation loaded whole in memory (transformers' from_pretrained).",
     ),
     prompts: Path | None = typer.Option(
         None,

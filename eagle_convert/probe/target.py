@@ -1,10 +1,9 @@
 """The probe's target: the reference forward of the target model, and the text the probe scores with its states.
 
-:class:`Target` runs the target layer by layer (reference/llama.py or reference/deepseek.py) on one device and
-dtype; :func:`teacher_forced` scores given text in packed passes; :func:`generated` has the target continue prompts
-(greedy or sampled) with a KV cache, streamed layer by layer once per step for the whole batch
-(reference/llama_decode.py, reference/deepseek_decode.py), capturing the hidden states on the way, and keeps the
-last few texts for the rest of the process.
+:class:`Target` runs transformers' own model of the target, its weights streamed from the checkpoint a layer at
+a time (reference/hf_target.py), on one device and dtype; :func:`teacher_forced` scores given text in packed passes;
+:func:`generated` has the target continue prompts (greedy or sampled) with transformers' KV-cached generation for
+the whole batch, capturing the hidden states on the way, and keeps the last few texts for the rest of the process.
 """
 
 from __future__ import annotations
@@ -16,17 +15,18 @@ from typing import Any
 
 import torch
 
-from eagle_convert.errors import InputError
 from eagle_convert.probe.result import BoundaryMatch
 from eagle_convert.probe.text import NEW_TOKENS
 from eagle_convert.read.config import TargetConfig
-from eagle_convert.reference import fp8
 
 # Tokens per packed target pass: the pass holds [tokens, vocab] logits, kept near 512 MiB in float32.
 from eagle_convert.reference.budget import CACHE_BYTES, LOGITS_BUDGET, MAX_PACK, MIN_PACK  # one place: the sizing's
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
-from eagle_convert.reference.llama import SafetensorsWeights
+from eagle_convert.reference.hf_target import StreamedModel, TargetOutput
 from eagle_convert.reference.packing import segments
+from eagle_convert.reference.weights import SafetensorsWeights, resident_fits
+
+__all__ = ["SafetensorsWeights", "Target", "TargetOutput"]
 
 Progress = Callable[[str, int, int], None]
 """``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
@@ -36,7 +36,8 @@ TARGET_PASSES = "probe: target passes"  # counts target layers
 
 
 class Target:
-    """A target model for the probe: config, weights and its streaming forward on one device and dtype.
+    """A target model for the probe: its config, its weights and transformers' model of it, streamed on one device
+    and dtype (reference/hf_target.py).
 
     ``config`` (the TargetConfig a command already read) and ``weights`` are taken as given: a verify reads the
     target's config.json once and builds one Target for every level."""
@@ -48,24 +49,25 @@ class Target:
         *,
         config: TargetConfig | None = None,
         weights: SafetensorsWeights | None = None,
+        resident: bool | None = None,
     ) -> None:
         self.directory = directory.resolve()
         self.config = config if config is not None else TargetConfig.from_path(directory)
-        self.weights = weights or SafetensorsWeights(directory, fp8.block_size(self.config.quantization_config))
+        self.weights = weights or SafetensorsWeights(directory)
         self.compute = compute
-        raw = self.config.raw
-        if self.config.family == "deepseek":
-            from eagle_convert.reference import deepseek
-
-            self._cfg: Any = deepseek.DeepseekConfig.from_hf(raw)
-            self._forward: Any = deepseek.forward_streaming
-        else:
-            from eagle_convert.reference import llama
-
-            self._cfg = llama.LlamaConfig.from_hf(raw)
-            self._forward = llama.forward_streaming
-        self.num_layers = self.config.num_hidden_layers
-        self.vocab_size = int(self._cfg.vocab_size)
+        if resident is None:
+            resident = resident_fits(self.weights, compute.dtype)
+        self.model = StreamedModel(
+            self.directory,
+            self.config.raw,
+            self.weights,
+            device=compute.device,
+            dtype=compute.dtype,
+            resident=resident,
+        )
+        self.num_layers = self.model.num_layers
+        self.hidden_size = self.model.hidden_size
+        self.vocab_size = self.model.vocab_size
         self.pack_tokens = max(MIN_PACK, min(MAX_PACK, LOGITS_BUDGET // self.vocab_size))
         self.eos = self.config.eos_token_id
         self._embedding: torch.Tensor | None = None
@@ -92,18 +94,9 @@ class Target:
         *,
         lengths: Sequence[int] | None = None,
         on_layer: Callable[[int], None] | None = None,
-    ) -> Any:
-        device, dtype = self.compute.device, self.compute.dtype
-        return self._forward(
-            self._cfg,
-            self.weights,
-            ids,
-            capture=capture,
-            device=device,
-            dtype=dtype,
-            lengths=lengths,
-            on_layer=on_layer,
-        )
+    ) -> TargetOutput:
+        """A teacher-forced pass: boundary j's states for j in ``capture``, the logits and the head's input."""
+        return self.model.forward(ids, capture=capture, lengths=lengths, on_layer=on_layer)
 
     def passes(self, lengths: Sequence[int]) -> list[list[int]]:
         """Sequence indices grouped into packed passes of at most ``pack_tokens`` tokens (a longer one alone)."""
@@ -128,10 +121,7 @@ class Target:
     def embedding(self) -> torch.Tensor:
         """The target's input embedding on the compute's device and dtype (read once)."""
         if self._embedding is None:
-            name = next((n for n in self.weights.names() if n.endswith("embed_tokens.weight")), None)
-            if name is None:
-                raise InputError("the target has no embed_tokens weight", path=self.config.source)
-            self._embedding = self.weights.get(name).to(self.compute.device, self.compute.dtype)
+            self._embedding = self.model.parameter(self.model.embedding_name())
         return self._embedding
 
     def generate(
@@ -222,7 +212,7 @@ def generated(
 
     Kept for the rest of the process (the last few texts), with every boundary when that is small: probing several
     drafts of one target (CI, or verify after normalize) generates the text once."""
-    hidden_size = int(target._cfg.hidden_size)
+    hidden_size = target.hidden_size
     width = max(len(p) for p in prompts) + new_tokens
     if (target.num_layers + 1) * hidden_size * len(prompts) * width * 4 <= CACHE_BYTES:
         wanted = list(range(target.num_layers + 1))
@@ -248,23 +238,15 @@ def _generate_text(
     new_tokens: int,
     eos: int | None,
 ) -> list[Chunk]:
-    """The target's own text from its KV-cached decoder (reference/llama_decode.py or reference/deepseek_decode.py):
-    greedy, or sampled with seed 0; each chunk's greedy tokens are the target's argmax after each position (for
-    sampled text not the text's next token)."""
-    if target.config.family == "deepseek":
-        from eagle_convert.reference.deepseek_decode import generate
-    else:
-        from eagle_convert.reference.llama_decode import generate  # type: ignore[assignment]
+    """The target's own text from transformers' KV-cached generation (reference/hf_target.py): greedy, or sampled
+    with seed 0; each chunk's greedy tokens are the target's argmax after each position (for sampled text not the
+    text's next token)."""
     ticker = Ticker(progress, GENERATING, new_tokens)
-    gen = generate(
-        target._cfg,
-        target.weights,
+    gen = target.model.generate(
         prompts,
         new_tokens,
         capture=wanted,
         eos=eos,
-        device=target.compute.device,
-        dtype=target.compute.dtype,
         on_step=ticker,
         sample_seed=0 if text == "sampled" else None,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from eagle_convert.draft.detect import DraftSpec, detect
-from eagle_convert.errors import EagleConvertError, InputError, UsageError
+from eagle_convert.errors import EagleConvertError, InputError
 from eagle_convert.probe.result import OracleCheck, ProbeReport, SavedStates
 from eagle_convert.probe.run import MIN_POSITIONS, LoadedDraft, ProbeRow, load_draft, run_probe_on
 from eagle_convert.probe.target import Progress, Target, nearest_boundaries, relative_error
@@ -272,25 +272,22 @@ def saved_states(target: Target, path: str | Path) -> SavedStates:
 
 
 def oracle_check(target_dir: str | Path, token_ids: list[int]) -> OracleCheck:
-    """The reference target against transformers (when installed) on the same tokens: the largest relative error
-    over every boundary below N and the final hidden state (HF's hidden_states[N] is after the final norm).
-    Both run on the CPU in float32, whatever the probe's device: this checks the implementation, not the hardware."""
+    """The reference target (transformers' model, its weights streamed a unit at a time through transformers'
+    loading step) against transformers' own ``from_pretrained`` of the whole model in memory, on the same tokens: the
+    largest relative error over every boundary below N and the final hidden state (HF's hidden_states[N] is after
+    the final norm). Both run on the CPU in float32, whatever the probe's device: this checks the streaming, the
+    reading of the checkpoint and its formats, not the hardware."""
     return oracle_on(Target(Path(target_dir)), token_ids)
 
 
 def oracle_on(target: Target, token_ids: list[int]) -> OracleCheck:
     """:func:`oracle_check` against a loaded target (run on the CPU in float32 whatever its compute)."""
-    try:
-        import transformers
-    except ImportError:
-        raise UsageError(
-            "--oracle transformers needs the transformers package",
-            hint="pip install transformers (or eagle-convert[test])",
-        ) from None
+    from eagle_convert.reference.hf_target import model_class
+
     target = target.on(CPU_FLOAT32)
     ids = torch.tensor(token_ids)
     ours = target.run(ids, capture=range(target.num_layers))
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(target.directory), dtype=torch.float32)
+    model = model_class(target.model.config).from_pretrained(str(target.directory), dtype=torch.float32)
     with torch.no_grad():
         theirs = model(ids[None], output_hidden_states=True).hidden_states
     errors = [relative_error(ours.hidden[j], theirs[j][0]) for j in range(target.num_layers)]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from eagle_convert.reference.budget import ReferenceRun
     from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
-    from eagle_convert.reference.llama import SafetensorsWeights
+    from eagle_convert.reference.weights import SafetensorsWeights
     from eagle_convert.verify.forward import ProbeSettings
 
 FAIL_LEVELS = ("error", "warning")
@@ -395,10 +395,12 @@ def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | N
     if not any(directory.glob("*.safetensors")):
         return None
     from eagle_convert.reference import fp8
-    from eagle_convert.reference.llama import SafetensorsWeights
+    from eagle_convert.reference.weights import SafetensorsWeights
 
     try:
-        return SafetensorsWeights(directory, fp8.block_size(target_cfg.quantization_config))
+        quant = target_cfg.quantization_config
+        block = fp8.block_size(quant) if quant and quant.get("quant_method") == "fp8" else None
+        return SafetensorsWeights(directory, block)
     except EagleConvertError:  # unreadable weights skip EC605; the target level says why it cannot run
         return None
 

@@ -16,7 +16,7 @@ from eagle_convert.verify.context import Context, tensor_finding
 from eagle_convert.verify.report import TENSOR_VALUES
 
 if TYPE_CHECKING:
-    from eagle_convert.reference.llama import SafetensorsWeights
+    from eagle_convert.reference.weights import SafetensorsWeights
 
 CHUNK_ELEMENTS = 1 << 22  # statistics are computed over 4M-element float32 chunks (16 MiB)
 INIT_CHECKED = ("embed_tokens.weight", "lm_head.weight", "fc.weight")

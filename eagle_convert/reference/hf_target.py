@@ -1,0 +1,523 @@
+"""The target side of the reference: transformers' own model classes, their weights streamed from the target's own
+safetensors files one module at a time.
+
+The model is built on the meta device from the config as transformers reads it (``AutoConfig``), by the class
+``AutoModelForCausalLM`` maps it to (or, for a multimodal target, ``AutoModelForImageTextToText``: the probe only
+ever runs its text trunk, so the vision tower is never read). Nothing of the checkpoint is copied: each *unit* (a
+decoder layer, or a module outside the layers that holds parameters: the embedding, the final norm, the head) is read
+when its forward is about to run, through transformers' own loading step (``convert_and_load_state_dict_in_model``:
+its renamings, its fusions of per-expert tensors, its quantizers' dequantization), from a zero-copy mapping of the
+shards (reference/stream.py), and dropped back to the meta device when its forward returns. While unit i runs, unit
+i + 1 is read on a background thread. A target small enough to hold (``resident``) is read once and kept.
+
+Boundary ``j`` (0..N) is the input of decoder layer ``j``; boundary ``N`` is the last layer's output *before* the
+final norm (what engines capture for EAGLE3). They are captured by hooks on the decoder layers, so the same holds for
+every family (hybrid linear attention, Mamba, sliding windows, MLA, MoE) whatever transformers' own
+``output_hidden_states`` does with the last entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle_convert.errors import ConfigError, InputError
+from eagle_convert.reference import formats
+from eagle_convert.reference.decoding import Choices, Generated, check_request
+from eagle_convert.reference.weights import SafetensorsWeights
+
+_CONFIG_HINT = "--target must be a model transformers can build (AutoConfig reads its config.json)"
+_WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
+
+# Remote-code wrappers whose trunk transformers has: model_type -> (the trunk's model_type, where its config is).
+# Kimi K2/K2-Thinking ship ``kimi_k2`` (a DeepSeek-V3 config under another name); Kimi K2.5/K2.6 ship ``kimi_k25``,
+# a multimodal wrapper whose ``text_config`` is a DeepSeek-V3 config and whose text weights sit under
+# ``language_model.``.
+TRUNKS: dict[str, tuple[str, str | None]] = {
+    "kimi_k2": ("deepseek_v3", None),
+    "kimi_k25": ("deepseek_v3", "text_config"),
+}
+
+
+@dataclass(frozen=True)
+class TargetOutput:
+    """What one teacher-forced pass of the target returns (several sequences packed end to end)."""
+
+    hidden: dict[int, torch.Tensor]  # boundary j -> [T, H] (j = input of layer j; j = N before the final norm)
+    logits: torch.Tensor  # [T, V]
+    final_hidden: torch.Tensor  # [T, H]: what the head reads (norm(boundary N))
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return str(transformers.__version__)
+
+
+def hf_config(directory: Path, raw: Mapping[str, Any]) -> Any:
+    """The target's config as transformers reads it (``AutoConfig``); a remote-code wrapper around a trunk
+    transformers has is read as that trunk (:data:`TRUNKS`). An architecture transformers lacks: ConfigError."""
+    from transformers import CONFIG_MAPPING, AutoConfig
+
+    model_type = raw.get("model_type")
+    trunk = TRUNKS.get(model_type) if isinstance(model_type, str) else None
+    if trunk is not None:
+        inner, key = trunk
+        body = raw.get(key) if key else raw
+        if not isinstance(body, dict):
+            raise ConfigError(f"model_type {model_type!r} has no {key} object", path=directory / "config.json")
+        body = {k: v for k, v in body.items() if k not in ("model_type", "auto_map", "architectures")}
+        return CONFIG_MAPPING[inner](**body)
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise ConfigError(
+            f"the target's model_type {model_type!r} is not an architecture transformers {transformers_version()} "
+            "has",
+            path=directory / "config.json",
+            hint="the reference runs the targets transformers can build; upgrade transformers, or probe against a "
+            "checkpoint of a supported architecture",
+        )
+    try:
+        return AutoConfig.from_pretrained(str(directory), trust_remote_code=False)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise ConfigError(f"transformers cannot read the target's config: {exc}", path=directory / "config.json",
+                          hint=_CONFIG_HINT) from None
+
+
+def model_class(config: Any) -> Any:
+    """The class transformers builds for ``config``: its causal LM, else its image-text-to-text model. A causal LM
+    that takes only the text sub-config (Qwen3.5's text-only class, mapped from the multimodal config) is passed
+    over: the whole config builds the image-text-to-text model, whose tensor names the checkpoint has."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
+    for auto in (AutoModelForCausalLM, AutoModelForImageTextToText):
+        if type(config) in auto._model_mapping:
+            cls = auto._model_mapping[type(config)]
+            if text_class is None or getattr(cls, "config_class", None) is not text_class:
+                return cls
+    raise ConfigError(
+        f"transformers {transformers_version()} has no causal language model for model_type {config.model_type!r}",
+        hint="the reference runs text and image-text-to-text targets",
+    )
+
+
+def text_config(config: Any) -> Any:
+    """The config of the text trunk (the config itself for a text model)."""
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+@dataclass
+class Unit:
+    """Parameters read together: one decoder layer, or one module outside the layers."""
+
+    name: str  # the module's path in the model
+    params: list[str]  # the model's parameter names it owns
+    keys: list[str]  # the checkpoint tensors they are read from
+    loaded: bool = False
+    pending: Future[None] | None = field(default=None, repr=False)
+
+
+class StreamedModel:
+    """transformers' model for the target on ``device`` and ``dtype``, its weights read from ``weights`` a unit at
+    a time around each unit's forward (or once, when ``resident``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        raw: Mapping[str, Any],
+        weights: SafetensorsWeights,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        resident: bool = False,
+    ) -> None:
+        import transformers
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        self.directory = directory
+        self.weights = weights
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.resident = resident
+        self.config = hf_config(directory, raw)
+        self.text = text_config(self.config)
+        cls = model_class(self.config)
+        quant = getattr(self.config, "quantization_config", None)
+        self.quantizer = None if quant is None else formats.quantizer(self.config, quant, directory, self.device, dtype)
+        with _meta_parameters():
+            model = cls._from_config(self.config, dtype=dtype)
+        if self.quantizer is not None:
+            self.quantizer.preprocess_model(model=model, config=self.config, dtype=dtype, checkpoint_files=None,
+                                            use_kernels=False)
+        self.model = model.eval()
+        self.model.requires_grad_(False)
+        self.layers = _decoder_layers(model, int(self.text.num_hidden_layers))
+        self.num_layers = len(self.layers)
+        self.hidden_size = int(self.text.hidden_size)
+        self.vocab_size = int(self.text.vocab_size)
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.modeling_utils import LoadStateDictConfig
+
+        self._load_config = LoadStateDictConfig(
+            device_map={"": self.device},
+            dtype=dtype,
+            hf_quantizer=self.quantizer,
+            weight_mapping=get_model_conversion_mapping(model, hf_quantizer=self.quantizer),
+        )
+        self.units = self._units()
+        if self._buffer_keys:
+            from transformers.core_model_loading import convert_and_load_state_dict_in_model
+
+            state = {key: self.weights.read(key) for key in self._buffer_keys}
+            convert_and_load_state_dict_in_model(self.model, state, self._load_config)
+        for name, param in list(model.named_parameters(remove_duplicate=False)):
+            _set(model, name, _placeholder(param, self.device))
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-read")
+        self._lock = threading.Lock()
+        self._hooks = [h for unit in self.units for h in self._hook(unit)]
+        self.transformers = transformers.__version__
+
+    # ------------------------------------------------------------------------------------------------ the units
+
+    def _units(self) -> list[Unit]:
+        """The units in the order their forwards run: the modules before the layers, the layers, the rest."""
+        from transformers.core_model_loading import rename_source_key
+
+        model = self.model
+        meta = model.state_dict()
+        renamings = [m for m in self._load_config.weight_mapping or [] if type(m).__name__ != "WeightConverter"]
+        converters = [m for m in self._load_config.weight_mapping or [] if type(m).__name__ == "WeightConverter"]
+        layer_names = {id(layer): name for name, layer in model.named_modules() if any(layer is x for x in self.layers)}
+        owners: dict[str, str] = {}  # parameter -> unit name
+        for name, module in model.named_modules():
+            if id(module) in layer_names:
+                for p, _ in module.named_parameters():
+                    owners[f"{name}.{p}"] = name
+        for name, module in model.named_modules():
+            for p, _ in module.named_parameters(recurse=False):
+                owners.setdefault(f"{name}.{p}" if name else p, name)
+        keys: dict[str, list[str]] = {}
+        buffers = {name for name, _ in model.named_buffers()}
+        self._buffer_keys: list[str] = []  # persistent buffers stored in the checkpoint (a router's bias): read once
+        for key in self.weights.names():
+            renamed, _ = rename_source_key(key, renamings, converters, model.base_model_prefix, meta)
+            if renamed not in meta and key in meta:
+                renamed = key
+            unit = owners.get(renamed)
+            if unit is not None:
+                keys.setdefault(unit, []).append(key)
+            elif renamed in buffers:
+                self._buffer_keys.append(key)
+        params: dict[str, list[str]] = {}
+        for p, unit in owners.items():
+            params.setdefault(unit, []).append(p)
+        self._tied: dict[str, str] = {}  # a tied parameter -> the one whose tensors it reads (the head: embedding)
+        for target, source in dict(getattr(model, "all_tied_weights_keys", None) or {}).items():
+            unit, source_unit = owners.get(target), owners.get(source)
+            if unit is not None and source_unit is not None and not keys.get(unit):
+                keys[unit] = list(keys.get(source_unit, []))
+                self._tied[target] = source
+        order = {name: i for i, name in enumerate(n for n, _ in model.named_modules())}
+        first_layer = order[layer_names[id(self.layers[0])]]
+        layer_order = [layer_names[id(layer)] for layer in self.layers]
+
+        def rank(name: str) -> tuple[int, int]:
+            if name in layer_order:
+                return (1, layer_order.index(name))
+            return (0 if order[name] < first_layer and not _is_head(name) else 2, order[name])
+
+        units = [Unit(name, params[name], keys.get(name, [])) for name in params if _runs(name, model)]
+        return sorted(units, key=lambda u: rank(u.name))
+
+    def _hook(self, unit: Unit) -> list[Any]:
+        module = self.model.get_submodule(unit.name)
+        index = self.units.index(unit)
+
+        def before(_module: Any, _args: Any) -> None:
+            self._ensure(unit)
+            if not self.resident and index + 1 < len(self.units):
+                self._read_ahead(self.units[index + 1])
+
+        def after(_module: Any, _args: Any, _out: Any) -> None:
+            if not self.resident:
+                self._release(unit)
+
+        return [module.register_forward_pre_hook(before), module.register_forward_hook(after)]
+
+    def _read_ahead(self, unit: Unit) -> None:
+        with self._lock:
+            if not unit.loaded and unit.pending is None:
+                unit.pending = self._reader.submit(self._load, unit)
+
+    def _ensure(self, unit: Unit) -> None:
+        with self._lock:
+            pending = unit.pending
+        if pending is not None:
+            pending.result()
+        elif not unit.loaded:
+            self._load(unit)
+
+    def _load(self, unit: Unit) -> None:
+        from transformers.core_model_loading import convert_and_load_state_dict_in_model
+
+        missing = [p for p in unit.params if not unit.keys]
+        if missing and unit.params:
+            raise InputError(
+                f"the target's checkpoint has no tensors for {unit.name!r} ({', '.join(unit.params[:3])})",
+                path=self.directory,
+                hint=_WEIGHTS_HINT,
+            )
+        state = {key: self.weights.read(key) for key in unit.keys}
+        info, _ = convert_and_load_state_dict_in_model(self.model, state, self._load_config)
+        for target, source in self._tied.items():
+            if target in unit.params:  # loaded as its source's tensor: the target takes it, the source goes back
+                value = self.model.get_parameter(source)
+                _set(self.model, target, value)
+                info.missing_keys.discard(target)
+                if not any(source in u.params and u.loaded for u in self.units):
+                    _set(self.model, source, _placeholder(value, self.device))
+        wanted = set(unit.params)
+        if bad := sorted(k for k, *_ in info.mismatched_keys if k in wanted):
+            shapes = {k: (tuple(a), tuple(b)) for k, a, b in info.mismatched_keys}
+            raise InputError(
+                f"the target's tensor for {bad[0]!r} has shape {list(shapes[bad[0]][0])}, its config says "
+                f"{list(shapes[bad[0]][1])}",
+                path=self.directory,
+                hint=_WEIGHTS_HINT,
+            )
+        if gone := sorted(wanted & set(info.missing_keys)):
+            raise InputError(
+                f"the target's checkpoint has no tensor for {gone[0]!r}", path=self.directory, hint=_WEIGHTS_HINT
+            )
+        with self._lock:
+            unit.loaded, unit.pending = True, None
+
+    def _release(self, unit: Unit) -> None:
+        with self._lock:
+            pending, unit.pending = unit.pending, None
+        if pending is not None:
+            pending.result()
+        for name in unit.params:
+            _set(self.model, name, _placeholder(self.model.get_parameter(name), self.device))
+        unit.loaded = False
+
+    def load_all(self) -> None:
+        """Read every unit now (a resident model)."""
+        for unit in self.units:
+            self._ensure(unit)
+
+    def parameter(self, name: str) -> torch.Tensor:
+        """One of the model's parameters, read from the checkpoint (e.g. the input embedding) and kept."""
+        unit = next(u for u in self.units if name in u.params)
+        self._ensure(unit)
+        value: torch.Tensor = self.model.get_parameter(name).detach()
+        if not self.resident:
+            self._release(unit)
+        return value
+
+    def embedding_name(self) -> str:
+        emb = self.model.get_input_embeddings()
+        return next(n for n, p in self.model.named_parameters() if p is emb.weight)
+
+    def close(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._reader.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------------------ running
+
+    @contextmanager
+    def capturing(
+        self, wanted: Iterable[int], on_layer: Callable[[int], None] | None = None
+    ) -> Iterator[dict[int, list[torch.Tensor]]]:
+        """Hooks that append boundary j's states ``[B, S, H]`` (one entry per forward) while inside."""
+        want = set(wanted)
+        got: dict[int, list[torch.Tensor]] = {j: [] for j in sorted(want)}
+        handles = []
+        n = self.num_layers
+        for i, layer in enumerate(self.layers):
+            if i in want:
+
+                def pre(_m: Any, args: Any, kwargs: Any, i: int = i) -> None:
+                    got[i].append(_first(args, kwargs).detach())
+
+                handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
+
+            def post(_m: Any, _args: Any, out: Any, i: int = i) -> None:
+                if i == n - 1 and n in want:
+                    got[n].append(_output(out).detach())
+                if on_layer is not None:
+                    on_layer(i)
+
+            handles.append(layer.register_forward_hook(post))
+        try:
+            yield got
+        finally:
+            for h in handles:
+                h.remove()
+
+    @torch.no_grad()
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        capture: Iterable[int] = (),
+        lengths: Sequence[int] | None = None,
+        on_layer: Callable[[int], None] | None = None,
+    ) -> TargetOutput:
+        """A teacher-forced pass over ``ids`` [T] (``lengths``: several sequences end to end), run as one
+        right-padded batch (nothing a real token computes depends on a later one)."""
+        lengths = list(lengths) if lengths is not None else [int(ids.numel())]
+        if sum(lengths) != ids.numel() or any(n < 1 for n in lengths):
+            raise InputError(f"lengths {lengths} do not add up to {ids.numel()} tokens")
+        wanted = sorted(set(capture))
+        if bad := [j for j in wanted if not 0 <= j <= self.num_layers]:
+            raise InputError(f"capture boundaries {bad} must lie in 0..{self.num_layers} (N = {self.num_layers})")
+        if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < self.vocab_size:
+            raise InputError(f"token ids must lie in 0..{self.vocab_size - 1} (the target's vocabulary)")
+        width = max(lengths)
+        batch = torch.zeros(len(lengths), width, dtype=torch.int64)
+        for row, part in enumerate(ids.split(lengths)):
+            batch[row, : part.numel()] = part
+        final: list[torch.Tensor] = []
+        head = self.model.get_output_embeddings()
+        hook = head.register_forward_pre_hook(lambda _m, args: final.append(args[0].detach()))
+        try:
+            with self.capturing(wanted, on_layer) as got:
+                out = self.model(input_ids=batch.to(self.device), use_cache=False, logits_to_keep=0)
+        finally:
+            hook.remove()
+
+        def packed(t: torch.Tensor) -> torch.Tensor:
+            return torch.cat([t[row, :n] for row, n in enumerate(lengths)])
+
+        return TargetOutput(
+            {j: packed(got[j][0]) for j in wanted},
+            packed(out.logits),
+            packed(final[0]),
+        )
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        new_tokens: int,
+        *,
+        capture: Iterable[int] = (),
+        eos: int | None = None,
+        on_step: Callable[[int], None] | None = None,
+        sample_seed: int | None = None,
+    ) -> Generated:
+        """Each prompt continued by ``new_tokens`` tokens (or through ``eos``), greedy or sampled, by transformers'
+        own KV-cached ``generate`` (the family's own cache: linear attention, sliding windows, Mamba states) on one
+        left-padded batch; the states of every position but the last are captured on the way."""
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        wanted = sorted(set(capture))
+        check_request(self.num_layers, self.vocab_size, prompts, new_tokens, wanted)
+        width = max(len(p) for p in prompts)
+        pad = [width - len(p) for p in prompts]
+        ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)])
+        mask = torch.tensor([[0] * n + [1] * len(p) for n, p in zip(pad, prompts, strict=True)])
+        choices = Choices(sample_seed)
+        steps = [0]
+
+        def choose(_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            picked = choices.pick(scores.float().cpu())
+            if on_step is not None:
+                on_step(steps[0])
+            steps[0] += 1
+            forced = torch.full_like(scores, float("-inf"))
+            forced[torch.arange(scores.shape[0]), picked.to(scores.device)] = 0.0
+            return forced
+
+        def done(_ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
+            return torch.full((len(prompts),), choices.ended(eos), dtype=torch.bool)
+
+        config = GenerationConfig(
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=None,
+            pad_token_id=0,
+            bos_token_id=None,
+            use_cache=True,
+        )
+        with self.capturing(wanted) as got:
+            self.model.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                generation_config=config,
+                logits_processor=LogitsProcessorList([choose]),
+                stopping_criteria=StoppingCriteriaList([done]),
+            )
+        kept = {j: torch.cat(got[j], dim=1) for j in wanted}
+        return choices.result(prompts, pad, kept, eos)
+
+
+def _set(model: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    owner, _, attr = name.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    setattr(module, attr, value if isinstance(value, torch.nn.Parameter) else torch.nn.Parameter(value, False))
+
+
+def _placeholder(value: torch.Tensor, device: torch.device) -> torch.nn.Parameter:
+    """A parameter that is not read: its shape and dtype on the compute device, one element of storage (NaN, so a
+    use outside its module's forward cannot pass unnoticed). Not the meta device: models read ``weight.device``
+    before a module's forward (``input_ids.to(self.embed_tokens.weight.device)``)."""
+    fill = float("nan") if value.is_floating_point() else 0
+    one = torch.full((), fill, dtype=value.dtype, device=device)
+    return torch.nn.Parameter(one.expand(value.shape), requires_grad=False)
+
+
+def _first(args: Any, kwargs: Any) -> torch.Tensor:
+    value = args[0] if args else kwargs.get("hidden_states")
+    if not isinstance(value, torch.Tensor):
+        raise InputError("a decoder layer of the target was called without its hidden states")
+    return value
+
+
+def _output(out: Any) -> torch.Tensor:
+    value = out[0] if isinstance(out, tuple | list) else out
+    if not isinstance(value, torch.Tensor):
+        raise InputError("a decoder layer of the target returned no hidden states")
+    return value
+
+
+def _is_head(name: str) -> bool:
+    return name.split(".")[-1] in ("lm_head", "norm", "norm_f", "final_layernorm")
+
+
+def _runs(name: str, model: Any) -> bool:
+    """Whether a unit can run with text input only (a vision or audio tower never does: it is never read)."""
+    parts = name.split(".")
+    return not any(p in ("visual", "vision_tower", "vision_model", "audio_tower", "multi_modal_projector",
+                         "vision_embed_tokens", "connector", "mm_projector", "embed_vision", "embed_audio",
+                         "audio_model") for p in parts)
+
+
+def _decoder_layers(model: Any, layers: int) -> list[torch.nn.Module]:
+    """The text trunk's decoder layers: the ModuleList of ``layers`` modules outside any vision or audio tower."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == layers and _runs(name, model):
+            if name.endswith("layers") or name.endswith(".h") or name.endswith("blocks"):
+                return list(module)
+    raise ConfigError(f"cannot find the target's {layers} decoder layers in {type(model).__name__}")
+
+
+@contextmanager
+def _meta_parameters() -> Iterator[None]:
+    """Parameters created inside are on the meta device; buffers (rotary tables) are real."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        yield

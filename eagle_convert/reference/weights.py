@@ -1,0 +1,72 @@
+"""A local checkpoint's safetensors weights, read zero-copy through the strict reader (``read/checkpoint.py``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from eagle_convert.errors import InputError
+from eagle_convert.read.checkpoint import open_weights
+from eagle_convert.reference import fp8
+from eagle_convert.reference.stream import MappedShards
+
+_WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
+
+
+class SafetensorsWeights:
+    """A local checkpoint directory's safetensors weights, read through the strict reader of ``read/checkpoint.py``
+    (the index, or every ``*.safetensors`` file; headers validated), each shard opened once and kept open.
+
+    :meth:`read` gives a tensor as stored, viewing a private mapping of its pages (reference/stream.py): no copy, and
+    the pages leave the process when its last view dies. :meth:`get` gives FP8 weights dequantized with the
+    target's ``weight_block_size`` (``fp8_block``, reference/fp8.py)."""
+
+    def __init__(self, directory: str | Path, fp8_block: tuple[int, int] | None = None) -> None:
+        self.directory = Path(directory)
+        self.fp8_block = fp8_block
+        self._tensors = open_weights(self.directory)
+        self._shards = MappedShards(self.directory)
+
+    def names(self) -> list[str]:
+        return sorted(self._tensors)
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of ``name`` from its shard's header (no values read); None when it is not stored."""
+        info = self._tensors.get(name)
+        return info.shape if info is not None else None
+
+    def nbytes(self, name: str) -> int:
+        """Bytes of ``name`` as stored (0 when it is not stored)."""
+        info = self._tensors.get(name)
+        return info.nbytes if info is not None else 0
+
+    def read(self, name: str) -> torch.Tensor:
+        """``name`` as stored, zero-copy."""
+        info = self._tensors.get(name)
+        if info is None:
+            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=_WEIGHTS_HINT)
+        return self._shards.map(info)
+
+    def get(self, name: str) -> torch.Tensor:
+        tensor = self.read(name)
+        if tensor.dtype not in fp8.FP8_DTYPES:
+            return tensor
+        scale = name + fp8.SCALE_SUFFIX
+        if self.fp8_block is None or scale not in self._tensors:
+            raise InputError(
+                f"tensor {name!r} is FP8, but the config declares no block quantization or {scale!r} is missing",
+                path=self.directory,
+                hint="the reference reads FP8 weights only as quant_method fp8 with weight_block_size",
+            )
+        return fp8.dequantize(tensor, self.get(scale), self.fp8_block, name)
+
+
+RESIDENT_BYTES = 2 * 2**30  # a target this small in the compute dtype is read once and kept, not streamed
+
+
+def resident_fits(weights: SafetensorsWeights, dtype: torch.dtype) -> bool:
+    """Whether the target's weights in ``dtype`` are small enough to keep (:data:`RESIDENT_BYTES`)."""
+    numel = sum(math.prod(weights.shape(n) or ()) for n in weights.names())
+    return numel * dtype.itemsize <= RESIDENT_BYTES
