@@ -391,6 +391,8 @@ class TargetConfig:
         scope = text or raw
         r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
         layers, hidden = r.int("num_hidden_layers"), r.int("hidden_size")
+        if layers is None:  # hybrid configs that transformers writes with a per-layer list instead (Nemotron-H)
+            layers = _pattern_length(scope)
         if layers is None or hidden is None:
             raise ConfigError(
                 "target config has no num_hidden_layers/hidden_size",
@@ -427,6 +429,19 @@ class TargetConfig:
     def _eos(value: Any) -> int | None:
         value = value[0] if isinstance(value, list) and value else value
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+LAYER_PATTERN_KEYS = ("layers_block_type", "hybrid_override_pattern")  # Nemotron-H: one entry per decoder layer
+
+
+def _pattern_length(scope: dict[str, Any]) -> int | None:
+    """The number of decoder layers a config gives only as a per-layer pattern (a list, or a string of one letter per
+    layer), as transformers reads it; None when it has none."""
+    for key in LAYER_PATTERN_KEYS:
+        value = scope.get(key)
+        if isinstance(value, list | str) and 0 < len(value):
+            return len(value)
+    return None
 
 
 def flatten_source(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -36,13 +36,14 @@ from eagle_convert.reference.weights import SafetensorsWeights
 _CONFIG_HINT = "--target must be a model transformers can build (AutoConfig reads its config.json)"
 _WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
 
-# Remote-code wrappers whose trunk transformers has: model_type -> (the trunk's model_type, where its config is).
+# Remote-code wrappers whose trunk transformers has: model_type -> (the trunk's model_type, where its config is,
+# the prefix of the trunk's tensor names in the wrapper's checkpoint; the trunk reads them without it).
 # Kimi K2/K2-Thinking ship ``kimi_k2`` (a DeepSeek-V3 config under another name); Kimi K2.5/K2.6 ship ``kimi_k25``,
 # a multimodal wrapper whose ``text_config`` is a DeepSeek-V3 config and whose text weights sit under
 # ``language_model.``.
-TRUNKS: dict[str, tuple[str, str | None]] = {
-    "kimi_k2": ("deepseek_v3", None),
-    "kimi_k25": ("deepseek_v3", "text_config"),
+TRUNKS: dict[str, tuple[str, str | None, str]] = {
+    "kimi_k2": ("deepseek_v3", None, ""),
+    "kimi_k25": ("deepseek_v3", "text_config", "language_model."),
 }
 
 
@@ -69,7 +70,7 @@ def hf_config(directory: Path, raw: Mapping[str, Any]) -> Any:
     model_type = raw.get("model_type")
     trunk = TRUNKS.get(model_type) if isinstance(model_type, str) else None
     if trunk is not None:
-        inner, key = trunk
+        inner, key, _ = trunk
         body = raw.get(key) if key else raw
         if not isinstance(body, dict):
             raise ConfigError(f"model_type {model_type!r} has no {key} object", path=directory / "config.json")
@@ -114,6 +115,21 @@ def text_config(config: Any) -> Any:
     return get() if callable(get) else config
 
 
+def trunk_weights(weights: SafetensorsWeights, raw: Mapping[str, Any]) -> SafetensorsWeights:
+    """The checkpoint's tensors as the model transformers builds names them: a remote-code wrapper's (:data:`TRUNKS`)
+    trunk tensors with its prefix stripped, the rest of the wrapper's (its vision tower) left out. The same
+    mapped shards, nothing read."""
+    import copy
+
+    model_type = raw.get("model_type")
+    prefix = TRUNKS[model_type][2] if isinstance(model_type, str) and model_type in TRUNKS else ""
+    if not prefix:
+        return weights
+    view = copy.copy(weights)
+    view._tensors = {k[len(prefix) :]: info for k, info in weights._tensors.items() if k.startswith(prefix)}
+    return view
+
+
 @dataclass
 class Unit:
     """Parameters read together: one decoder layer, or one module outside the layers."""
@@ -142,16 +158,16 @@ class StreamedModel:
         import transformers
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         self.directory = directory
-        self.weights = weights
+        self.weights = trunk_weights(weights, raw)
         self.device = torch.device(device)
         self.dtype = dtype
         self.resident = resident
         self.config = hf_config(directory, raw)
         self.text = text_config(self.config)
         cls = model_class(self.config)
-        quant = getattr(self.config, "quantization_config", None)
+        quant = formats.declared(self.config, directory)
         self.quantizer = None if quant is None else formats.quantizer(self.config, quant, directory, self.device, dtype)
         with _meta_parameters():
             model = cls._from_config(self.config, dtype=dtype)
@@ -171,7 +187,7 @@ class StreamedModel:
             device_map={"": self.device},
             dtype=dtype,
             hf_quantizer=self.quantizer,
-            weight_mapping=get_model_conversion_mapping(model, hf_quantizer=self.quantizer),
+            weight_mapping=get_model_conversion_mapping(model, hf_quantizer=self.quantizer),  # type: ignore[arg-type]
         )
         self.units = self._units()
         if self._buffer_keys:
@@ -194,8 +210,9 @@ class StreamedModel:
 
         model = self.model
         meta = model.state_dict()
-        renamings = [m for m in self._load_config.weight_mapping or [] if type(m).__name__ != "WeightConverter"]
-        converters = [m for m in self._load_config.weight_mapping or [] if type(m).__name__ == "WeightConverter"]
+        mapping: list[Any] = list(self._load_config.weight_mapping or [])
+        renamings = [m for m in mapping if type(m).__name__ != "WeightConverter"]
+        converters = [m for m in mapping if type(m).__name__ == "WeightConverter"]
         layer_names = {id(layer): name for name, layer in model.named_modules() if any(layer is x for x in self.layers)}
         owners: dict[str, str] = {}  # parameter -> unit name
         for name, module in model.named_modules():
@@ -278,6 +295,13 @@ class StreamedModel:
             )
         state = {key: self.weights.read(key) for key in unit.keys}
         info, _ = convert_and_load_state_dict_in_model(self.model, state, self._load_config)
+        if failed := sorted(info.conversion_errors):  # a conversion (e.g. a dequantization) that raised
+            reason = str(info.conversion_errors[failed[0]]).strip().splitlines()[-2:]
+            raise InputError(
+                f"the target's tensors for {failed[0]!r} could not be read: {' '.join(reason)}",
+                path=self.directory,
+                hint=_WEIGHTS_HINT,
+            )
         for target, source in self._tied.items():
             if target in unit.params:  # loaded as its source's tensor: the target takes it, the source goes back
                 value = self.model.get_parameter(source)
@@ -326,7 +350,7 @@ class StreamedModel:
 
     def embedding_name(self) -> str:
         emb = self.model.get_input_embeddings()
-        return next(n for n, p in self.model.named_parameters() if p is emb.weight)
+        return str(next(n for n, p in self.model.named_parameters() if p is emb.weight))
 
     def close(self) -> None:
         for h in self._hooks:
@@ -386,7 +410,7 @@ class StreamedModel:
             raise InputError(f"token ids must lie in 0..{self.vocab_size - 1} (the target's vocabulary)")
         width = max(lengths)
         batch = torch.zeros(len(lengths), width, dtype=torch.int64)
-        for row, part in enumerate(ids.split(lengths)):
+        for row, part in enumerate(torch.split(ids, lengths)):
             batch[row, : part.numel()] = part
         final: list[torch.Tensor] = []
         head = self.model.get_output_embeddings()
@@ -443,7 +467,7 @@ class StreamedModel:
         def done(_ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
             return torch.full((len(prompts),), choices.ended(eos), dtype=torch.bool)
 
-        config = GenerationConfig(
+        config = GenerationConfig(  # type: ignore[no-untyped-call]
             max_new_tokens=new_tokens,
             do_sample=False,
             num_beams=1,
@@ -517,7 +541,7 @@ def _decoder_layers(model: Any, layers: int) -> list[torch.nn.Module]:
 @contextmanager
 def _meta_parameters() -> Iterator[None]:
     """Parameters created inside are on the meta device; buffers (rotary tables) are real."""
-    from accelerate import init_empty_weights
+    from accelerate import init_empty_weights  # type: ignore[import-untyped]
 
     with init_empty_weights(include_buffers=False):
         yield
