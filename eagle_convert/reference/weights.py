@@ -66,7 +66,15 @@ class SafetensorsWeights:
 RESIDENT_BYTES = 2 * 2**30  # a target this small in the compute dtype is read once and kept, not streamed
 
 
+# Values a stored element holds once dequantized: packed formats keep several 4-bit values in one integer (MXFP4 and
+# NVFP4: two a byte; compressed-tensors' pack-quantized INT4: eight an int32).
+_PACKED = {"U8": 2, "I32": 8}
+
+
 def resident_fits(weights: SafetensorsWeights, dtype: torch.dtype) -> bool:
-    """Whether the target's weights in ``dtype`` are small enough to keep (:data:`RESIDENT_BYTES`)."""
-    numel = sum(math.prod(weights.shape(n) or ()) for n in weights.names())
+    """Whether the target's weights, dequantized to ``dtype``, are small enough to keep (:data:`RESIDENT_BYTES`)."""
+    numel = 0
+    for name in weights.names():
+        info = weights._tensors[name]
+        numel += math.prod(info.shape) * _PACKED.get(info.dtype, 1)
     return numel * dtype.itemsize <= RESIDENT_BYTES
