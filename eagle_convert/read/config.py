@@ -392,7 +392,7 @@ class TargetConfig:
         r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
         layers, hidden = r.int("num_hidden_layers"), r.int("hidden_size")
         if layers is None:  # hybrid configs that transformers writes with a per-layer list instead (Nemotron-H)
-            layers = _pattern_length(scope)
+            layers = pattern_length(scope)
         if layers is None or hidden is None:
             raise ConfigError(
                 "target config has no num_hidden_layers/hidden_size",
@@ -434,7 +434,7 @@ class TargetConfig:
 LAYER_PATTERN_KEYS = ("layers_block_type", "hybrid_override_pattern")  # Nemotron-H: one entry per decoder layer
 
 
-def _pattern_length(scope: dict[str, Any]) -> int | None:
+def pattern_length(scope: dict[str, Any]) -> int | None:
     """The number of decoder layers a config gives only as a per-layer pattern (a list, or a string of one letter per
     layer), as transformers reads it; None when it has none."""
     for key in LAYER_PATTERN_KEYS:

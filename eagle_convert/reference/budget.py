@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import UsageError
+from eagle_convert.read.config import pattern_length
 
 MEMORY_ENV = "EAGLE_CONVERT_MEMORY_LIMIT"  # bytes, or a size such as 24G, 24GiB, 1.5GB, 512M
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -210,7 +211,8 @@ class TargetSize:
         n_experts = int(text.get("n_routed_experts") or text.get("num_experts") or 0)
         top_k = int(text.get("num_experts_per_tok") or 1)
         active = sum(layers.values()) + sum(experts.values()) * top_k // max(n_experts, 1) + vocab * hidden
-        per_layer = [layers.get(i, 0) + experts.get(i, 0) // max(n_experts, 1) for i in set(layers) | set(experts)]
+        # the streamed reference holds a whole layer, every expert of it (transformers fuses them as the layer loads)
+        per_layer = [layers.get(i, 0) + experts.get(i, 0) for i in set(layers) | set(experts)]
         if "kv_lora_rank" in text:  # MLA: the compressed latent and the shared rotary key per token
             kv = int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim") or 0)
         else:
@@ -221,7 +223,7 @@ class TargetSize:
             layer_params=max(per_layer, default=0),
             total_params=total,
             active_params=active,
-            num_layers=int(text["num_hidden_layers"]),
+            num_layers=int(text.get("num_hidden_layers") or pattern_length(text) or len(per_layer)),
             hidden_size=hidden,
             intermediate_size=int(text.get("intermediate_size") or 4 * hidden),
             num_heads=heads,

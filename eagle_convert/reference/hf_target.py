@@ -78,8 +78,7 @@ def hf_config(directory: Path, raw: Mapping[str, Any]) -> Any:
         return CONFIG_MAPPING[inner](**body)
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         raise ConfigError(
-            f"the target's model_type {model_type!r} is not an architecture transformers {transformers_version()} "
-            "has",
+            f"the target's model_type {model_type!r} is not an architecture transformers {transformers_version()} has",
             path=directory / "config.json",
             hint="the reference runs the targets transformers can build; upgrade transformers, or probe against a "
             "checkpoint of a supported architecture",
@@ -87,8 +86,9 @@ def hf_config(directory: Path, raw: Mapping[str, Any]) -> Any:
     try:
         return AutoConfig.from_pretrained(str(directory), trust_remote_code=False)
     except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise ConfigError(f"transformers cannot read the target's config: {exc}", path=directory / "config.json",
-                          hint=_CONFIG_HINT) from None
+        raise ConfigError(
+            f"transformers cannot read the target's config: {exc}", path=directory / "config.json", hint=_CONFIG_HINT
+        ) from None
 
 
 def model_class(config: Any) -> Any:
@@ -172,8 +172,9 @@ class StreamedModel:
         with _meta_parameters():
             model = cls._from_config(self.config, dtype=dtype)
         if self.quantizer is not None:
-            self.quantizer.preprocess_model(model=model, config=self.config, dtype=dtype, checkpoint_files=None,
-                                            use_kernels=False)
+            self.quantizer.preprocess_model(
+                model=model, config=self.config, dtype=dtype, checkpoint_files=None, use_kernels=False
+            )
         self.model = model.eval()
         self.model.requires_grad_(False)
         self.layers = _decoder_layers(model, int(self.text.num_hidden_layers))
@@ -475,6 +476,9 @@ class StreamedModel:
             pad_token_id=0,
             bos_token_id=None,
             use_cache=True,
+            # Gemma 4's KV-shared layers (E2B, E4B) run only the last prompt position in the prefill unless the
+            # states of every position are asked for: asked for, the hooks see them all
+            output_hidden_states=bool(wanted) and bool(getattr(self.text, "num_kv_shared_layers", 0)),
         )
         with self.capturing(wanted) as got:
             self.model.generate(
@@ -524,9 +528,23 @@ def _is_head(name: str) -> bool:
 def _runs(name: str, model: Any) -> bool:
     """Whether a unit can run with text input only (a vision or audio tower never does: it is never read)."""
     parts = name.split(".")
-    return not any(p in ("visual", "vision_tower", "vision_model", "audio_tower", "multi_modal_projector",
-                         "vision_embed_tokens", "connector", "mm_projector", "embed_vision", "embed_audio",
-                         "audio_model") for p in parts)
+    return not any(
+        p
+        in (
+            "visual",
+            "vision_tower",
+            "vision_model",
+            "audio_tower",
+            "multi_modal_projector",
+            "vision_embed_tokens",
+            "connector",
+            "mm_projector",
+            "embed_vision",
+            "embed_audio",
+            "audio_model",
+        )
+        for p in parts
+    )
 
 
 def _decoder_layers(model: Any, layers: int) -> list[torch.nn.Module]:
