@@ -7,6 +7,7 @@ the wrong type is a :class:`ConfigError` naming the key. The raw dict is kept so
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -434,7 +435,7 @@ class TargetConfig:
 LAYER_PATTERN_KEYS = ("layers_block_type", "hybrid_override_pattern")  # Nemotron-H: one entry per decoder layer
 
 
-def pattern_length(scope: dict[str, Any]) -> int | None:
+def pattern_length(scope: Mapping[str, Any]) -> int | None:
     """The number of decoder layers a config gives only as a per-layer pattern (a list, or a string of one letter per
     layer), as transformers reads it; None when it has none."""
     for key in LAYER_PATTERN_KEYS:
