@@ -96,6 +96,23 @@ def _probe(draft: Path, target: Path) -> dict[str, object]:
     return {"report": report, "probe": report.to_dict()["probe"]}
 
 
+# The default probe's acceptance lengths on this pair (float32, 4,504 positions), as the hand-written Llama reference
+# computed them at 3a35588, before the target side became transformers' own model streamed: the table must not move.
+TABLE = {
+    "configured": 1.5081,
+    "ids read as output-of (one layer later)": 1.4695,
+    "ids one layer earlier": 1.4424,
+    "norm_output true": 1.406,
+    "norm_output as SpecForge 0.2.0 reads it": 1.4763,
+    "hs[4] alone one layer earlier": 1.3545,
+    "hs[4] alone one layer later": 1.3566,
+    "hs[13] alone one layer earlier": 1.3533,
+    "hs[13] alone one layer later": 1.3545,
+    "hs[25] alone one layer earlier": 1.334,
+    "hs[25] alone one layer later": 1.3376,
+}
+
+
 def test_default_probe_passes_the_true_config(pair: tuple[Path, Path]) -> None:
     target, draft = pair
     out = _probe(draft, target)
@@ -107,6 +124,7 @@ def test_default_probe_passes_the_true_config(pair: tuple[Path, Path]) -> None:
         print(r["reading"], r["hidden_states"], r["top1"], r["top1_ci"], r["acceptance_length"])
         print("   ", r["acceptance_length_ci"], r["delta_top1"], r["p_value"], r["verdict"], r["positions_needed"])
     print(table["positions"], table["sequences"], table["decided"])  # type: ignore[index]
+    assert table["positions"] == 4504 and {k: round(r["acceptance_length"], 4) for k, r in rows.items()} == TABLE  # type: ignore[index]
     configured = rows["configured"]
     assert configured["hidden_states"] == TRUE and table["best"] == "configured"  # type: ignore[index]
     assert configured["top1_ci"][0] < configured["top1"] < configured["top1_ci"][1]
