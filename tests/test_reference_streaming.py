@@ -96,6 +96,20 @@ def test_eos_ends_each_sequence(llama: Path) -> None:
         assert cut == list(prompt) + (new[: new.index(eos) + 1] if eos in new else new)
 
 
+def test_the_targets_own_eos_does_not_end_a_row(llama: Path, tmp_path: Path) -> None:
+    """Without ``eos`` every row runs its full length, whatever end-of-sequence token the target's config names
+    (transformers' generate would end or pad that row behind the choices)."""
+    import shutil
+
+    free = _streamed(llama).model.generate(PROMPTS, NEW)
+    token = free.sequences[1][len(PROMPTS[1]) + 1]
+    copy = tmp_path / "eos"
+    shutil.copytree(llama, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "eos_token_id": token, "pad_token_id": token}))
+    assert _streamed(copy).model.generate(PROMPTS, NEW).sequences == free.sequences
+
+
 class _Counting(SafetensorsWeights):
     """Counts reads of each tensor."""
 

@@ -480,6 +480,9 @@ class StreamedModel:
             # states of every position are asked for: asked for, the hooks see them all
             output_hidden_states=bool(wanted) and bool(getattr(self.text, "num_kv_shared_layers", 0)),
         )
+        # generate fills what a given config leaves at its default from the model's own generation config (the
+        # target's eos and pad ids, which would end or pad a row behind the choices): the model's is ours for the call
+        self.model.generation_config = config
         with self.capturing(wanted) as got:
             self.model.generate(
                 input_ids=ids.to(self.device),
