@@ -10,8 +10,8 @@
 3. Streams a target's weights to the GPU the way the probe does (reference/hf_target.py: transformers' model, each
    unit read from the checkpoint and copied to the device while the one before it runs) over a one-token forward,
    and prints the bandwidth achieved against a plain pinned host-to-device copy measured in the same run (the
-   device's floor): ``--stream DIR`` streams that checkpoint (e.g. an 8B target or a hybrid-attention one), else
-   SmolLM2-135M.
+   device's floor): ``--stream DIR [DIR ...]`` streams those checkpoints (the 8B-shaped target of
+   bench/bench_scale.py and a hybrid-attention one, e.g. a Qwen3-Next or Qwen3.5 checkpoint), else SmolLM2-135M.
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ def main() -> int:
     print(f"reference cpu {cpu_time:.3f} s, reference cuda {gpu_time:.3f} s, transformers cuda {hf_time:.3f} s")
     print(f"cuda vs cpu: boundaries {worst:.2e}, logits {logits:.2e}; transformers vs reference logits {hf_logits:.2e}")
     parity_ok = max(worst, logits, hf_logits) < 1e-3
-    stream_dir = Path(sys.argv[sys.argv.index("--stream") + 1]) if "--stream" in sys.argv else directory
-    streaming_bandwidth(stream_dir)
+    at = sys.argv.index("--stream") + 1 if "--stream" in sys.argv else len(sys.argv)
+    for stream_dir in [Path(a) for a in sys.argv[at:] if not a.startswith("--")] or [directory]:
+        streaming_bandwidth(stream_dir)
     return 0 if parity_ok and probe_on(RUNS) else 1
 
 

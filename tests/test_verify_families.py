@@ -66,3 +66,18 @@ def test_verify_target_level_runs_every_family(family: str, tmp_path: Path) -> N
     saved = report.probe.saved_states
     assert saved is not None and [m.boundary for m in saved.matches] == read
     assert all(m.relative_error is not None and m.relative_error <= TOL for m in saved.matches), saved.matches
+
+
+@pytest.mark.parametrize("model_type", ["made_up_arch", "kimi_linear_next"])
+def test_an_architecture_transformers_lacks_is_refused_before_reading(model_type: str, tmp_path: Path) -> None:
+    """EC702 names the model_type and the transformers version, and the probe does not run."""
+    import transformers
+
+    target = write_family_target("llama", tmp_path / "target")
+    draft = _draft(tmp_path, target)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    report = verify_checkpoint(draft, target=target, level="target", token_ids=[list(range(5, 30))])
+    messages = [f.message for f in report.findings if f.rule_id == "EC702"]
+    assert messages and model_type in messages[0] and transformers.__version__ in messages[0], messages
+    assert report.probe is None
