@@ -433,20 +433,26 @@ def test_compressed_tensors_int4_kimi_k2_thinking(tmp_path: Path) -> None:
     assert torch.equal(theirs.model.layers[1].mlp.experts.down_proj[2].float(), expected.to(torch.bfloat16).float())
 
 
+def _ct_preset(preset: str, fmt: str, ignore: list[str]) -> dict[str, Any]:
+    """A compressed-tensors quantization_config of one preset scheme for every Linear, as its package writes it."""
+    pytest.importorskip("compressed_tensors")
+    from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
+
+    quant: dict[str, Any] = QuantizationConfig(
+        config_groups={"group_0": preset_name_to_scheme(preset, ["Linear"])},
+        format=fmt,
+        ignore=ignore,
+        quantization_status="compressed",
+    ).model_dump(mode="json")
+    quant["quant_method"] = "compressed-tensors"
+    return quant
+
+
 def test_compressed_tensors_fp8_matches_documented_math(tmp_path: Path) -> None:
     """compressed-tensors FP8 (``FP8_DYNAMIC``: float8_e4m3fn weights, a float32 scale per output channel). The
     reference is the target with the weights dequantized by the documented math (weight * scale): transformers'
     from_pretrained also quantizes the activations to FP8 at run time, which the reference does not."""
-    pytest.importorskip("compressed_tensors")
-    from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
-
-    quant = QuantizationConfig(
-        config_groups={"group_0": preset_name_to_scheme("FP8_DYNAMIC", ["Linear"])},
-        format="float-quantized",
-        ignore=["lm_head"],
-        quantization_status="compressed",
-    ).model_dump(mode="json")
-    quant["quant_method"] = "compressed-tensors"
+    quant = _ct_preset("FP8_DYNAMIC", "float-quantized", ["lm_head"])
     raw, tensors = _ct_target(
         tmp_path / "dense",
         transformers.Qwen3Config(**QWEN3),
@@ -473,16 +479,7 @@ def test_compressed_tensors_nvfp4_moe_matches_documented_math(tmp_path: Path) ->
     ``weight_scale`` float8_e4m3fn per 16 inputs, ``weight_global_scale``; the weight is code * scale / global.
     transformers 5.24 drops the experts' global scale and rounds through bfloat16 (its from_pretrained fails on a
     float32 CPU model), so the reference is the documented math."""
-    pytest.importorskip("compressed_tensors")
-    from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
-
-    quant = QuantizationConfig(
-        config_groups={"group_0": preset_name_to_scheme("NVFP4A16", ["Linear"])},
-        format="nvfp4-pack-quantized",
-        ignore=["lm_head", "re:.*mlp.gate$"],
-        quantization_status="compressed",
-    ).model_dump(mode="json")
-    quant["quant_method"] = "compressed-tensors"
+    quant = _ct_preset("NVFP4A16", "nvfp4-pack-quantized", ["lm_head", "re:.*mlp.gate$"])
     raw, tensors = _ct_target(
         tmp_path / "dense",
         transformers.Qwen3MoeConfig(**QWEN3_MOE),
