@@ -9,10 +9,10 @@ floors of the same machine, in one run.
   the hand-written Llama/DeepSeek models, checked out as a git worktree under ``--dir``) alternating: a teacher-forced
   pass of 4 x 256 tokens in bfloat16 capturing 3 states (``Target.run``), and the KV-cached generation of 4 prompts
   x 64 tokens + 8 new tokens, greedy, capturing the same states. Wall time and peak RSS (the child's ``ru_maxrss``).
-* ``moe``: a Qwen3-MoE-shaped bfloat16 target of 10.9 B parameters (32 layers, hidden 2048, 64 experts of 768, top 8;
-  per-expert tensors as Qwen3-MoE checkpoints ship them, which transformers fuses per layer as each streams) and a
-  draft for it; ``gpt-oss``: a gpt-oss-20b-shaped MXFP4 target (24 layers, hidden 2880, 32 experts, the experts as
-  MXFP4 blocks and scales, random) and a draft for it. Each: ``eagle-convert verify DRAFT --target T --level target
+* ``moe``: a Qwen3-MoE-shaped block-FP8 target of 10.9 B parameters (32 layers, hidden 2048, 64 experts of 768, top
+  8; per-expert tensors as Qwen3-MoE-FP8 checkpoints ship them, which transformers dequantizes and fuses per layer as
+  each streams) and a draft for it; ``gpt-oss``: a gpt-oss-20b-shaped MXFP4 target (24 layers, hidden 2880, 32
+  experts, the experts as MXFP4 blocks and scales, random) and a draft for it. Each: ``eagle-convert verify DRAFT --target T --level target
   --token-ids FILE`` in a fresh process: wall time, peak RSS, the verdict, and the files in the target's directory
   before and after (nothing may be written beside it).
 * floors, measured in the same run: reading each target's shards once from disk (evicted first) and from the page
@@ -171,32 +171,51 @@ MOE = {
     "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
     "eos_token_id": 151645,
+    "quantization_config": {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "weight_block_size": [128, 128],
+        "modules_to_not_convert": ["lm_head", "mlp.gate"],
+    },
 }
 
 
+def _fp8(shape: tuple[int, int], g: torch.Generator) -> dict[str, torch.Tensor]:
+    """A block-FP8 weight as Qwen3-FP8 and DeepSeek-V3 ship it: float8_e4m3fn values and a float32
+    ``weight_scale_inv`` per 128 x 128 block (the weight is value x scale_inv)."""
+    values = torch.randn(shape, generator=g).clamp(-4, 4).to(torch.float8_e4m3fn)
+    blocks = (-(-shape[0] // 128), -(-shape[1] // 128))
+    return {"weight": values, "weight_scale_inv": torch.full(blocks, 0.005, dtype=torch.float32)}
+
+
 def write_moe(out: Path) -> None:
+    """The Qwen3-MoE-shaped target in block FP8 (its linear layers; embeddings, norms, router and head bf16)."""
     c = MOE
     h, e, inter, hd = c["hidden_size"], c["num_experts"], c["moe_intermediate_size"], c["head_dim"]
     g = torch.Generator().manual_seed(0)
 
+    def linear(name: str, shape: tuple[int, int]) -> dict[str, torch.Tensor]:
+        return {f"{name}.{k}": v for k, v in _fp8(shape, g).items()}
+
     def layer(i: int) -> dict[str, torch.Tensor]:
         p = f"model.layers.{i}."
+        heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
         t = {
             p + "input_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
             p + "post_attention_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
-            p + "self_attn.q_proj.weight": _randn((c["num_attention_heads"] * hd, h), g),
-            p + "self_attn.k_proj.weight": _randn((c["num_key_value_heads"] * hd, h), g),
-            p + "self_attn.v_proj.weight": _randn((c["num_key_value_heads"] * hd, h), g),
-            p + "self_attn.o_proj.weight": _randn((h, c["num_attention_heads"] * hd), g),
+            **linear(p + "self_attn.q_proj", (heads * hd, h)),
+            **linear(p + "self_attn.k_proj", (kv * hd, h)),
+            **linear(p + "self_attn.v_proj", (kv * hd, h)),
+            **linear(p + "self_attn.o_proj", (h, heads * hd)),
             p + "self_attn.q_norm.weight": torch.ones(hd, dtype=torch.bfloat16),
             p + "self_attn.k_norm.weight": torch.ones(hd, dtype=torch.bfloat16),
             p + "mlp.gate.weight": _randn((e, h), g),
         }
         for x in range(e):
             q = f"{p}mlp.experts.{x}."
-            t[q + "gate_proj.weight"] = _randn((inter, h), g)
-            t[q + "up_proj.weight"] = _randn((inter, h), g)
-            t[q + "down_proj.weight"] = _randn((h, inter), g)
+            t |= linear(q + "gate_proj", (inter, h)) | linear(q + "up_proj", (inter, h))
+            t |= linear(q + "down_proj", (h, inter))
         return t
 
     head = {
