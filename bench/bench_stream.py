@@ -12,9 +12,9 @@ floors of the same machine, in one run.
 * ``moe``: a Qwen3-MoE-shaped block-FP8 target of 10.9 B parameters (32 layers, hidden 2048, 64 experts of 768, top
   8; per-expert tensors as Qwen3-MoE-FP8 checkpoints ship them, which transformers dequantizes and fuses per layer as
   each streams) and a draft for it; ``gpt-oss``: a gpt-oss-20b-shaped MXFP4 target (24 layers, hidden 2880, 32
-  experts, the experts as MXFP4 blocks and scales, random) and a draft for it. Each: ``eagle-convert verify DRAFT --target T --level target
-  --token-ids FILE`` in a fresh process: wall time, peak RSS, the verdict, and the files in the target's directory
-  before and after (nothing may be written beside it).
+  experts, the experts as MXFP4 blocks and scales, random) and a draft for it. Each: ``eagle-convert verify DRAFT
+  --target T --level target --token-ids FILE`` in a fresh process: wall time, peak RSS, the verdict, and the files
+  in the target's directory before and after (nothing may be written beside it).
 * floors, measured in the same run: reading each target's shards once from disk (evicted first) and from the page
   cache, and a layer-sized bfloat16 matmul.
 """
