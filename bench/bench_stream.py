@@ -2,13 +2,14 @@
 floors of the same machine, in one run.
 
     .venv/bin/python bench/bench_stream.py [--dir /tmp/eagle-convert-scale] [--old REV] [--repeat 2]
-                                           [--only 8b moe gpt-oss]
+        [--only 8b moe gpt-oss] [--pass ROWS TOKENS] [--generate PROMPTS TOKENS NEW] [--ids ROWS TOKENS]
 
 * ``8b``: the Llama-3.1-8B-shaped bfloat16 target of ``bench/bench_scale.py`` (16 GB in 4 shards, written on the first
   run). Each phase runs in a fresh process, the current tree and the tree at ``--old`` (default: the last commit with
   the hand-written Llama/DeepSeek models, checked out as a git worktree under ``--dir``) alternating: a teacher-forced
-  pass of 4 x 256 tokens in bfloat16 capturing 3 states (``Target.run``), and the KV-cached generation of 4 prompts
-  x 64 tokens + 8 new tokens, greedy, capturing the same states. Wall time and peak RSS (the child's ``ru_maxrss``).
+  pass (default 4 x 256 tokens) in bfloat16 capturing 3 states (``Target.run``), and the KV-cached generation
+  (default 4 prompts x 64 tokens + 8 new tokens), greedy, capturing the same states. On a CPU without bfloat16
+  matmul instructions (tens of GFLOP/s) use smaller sizes. Wall time and peak RSS (the child's ``ru_maxrss``).
 * ``moe``: a Qwen3-MoE-shaped block-FP8 target of 10.9 B parameters (32 layers, hidden 2048, 64 experts of 768, top
   8; per-expert tensors as Qwen3-MoE-FP8 checkpoints ship them, which transformers dequantizes and fuses per layer as
   each streams) and a draft for it; ``gpt-oss``: a gpt-oss-20b-shaped MXFP4 target (24 layers, hidden 2880, 32
@@ -51,20 +52,21 @@ from eagle_convert.probe.target import Target
 from eagle_convert.reference.compute import resolve
 phase, target_dir = sys.argv[2], sys.argv[3]
 capture = json.loads(sys.argv[4])
+rows, length, new = json.loads(sys.argv[5])
 g = torch.Generator().manual_seed(0)
 target = Target(__import__("pathlib").Path(target_dir), resolve("cpu", "bfloat16"))
 start = time.perf_counter()
 if phase == "pass":
-    ids = torch.randint(0, target.vocab_size, (4 * 256,), generator=g)
-    out = target.run(ids, capture, lengths=[256] * 4)
+    ids = torch.randint(0, target.vocab_size, (rows * length,), generator=g)
+    out = target.run(ids, capture, lengths=[length] * rows)
     check = float(out.hidden[capture[-1]].float().abs().mean())
 else:
-    prompts = torch.randint(0, target.vocab_size, (4, 64), generator=g).tolist()
+    prompts = torch.randint(0, target.vocab_size, (rows, length), generator=g).tolist()
     if hasattr(target, "model"):
-        gen = target.model.generate(prompts, 8, capture=capture)
+        gen = target.model.generate(prompts, new, capture=capture)
     else:
         from eagle_convert.reference.llama_decode import generate
-        gen = generate(target._cfg, target.weights, prompts, 8, capture=capture, dtype=torch.bfloat16)
+        gen = generate(target._cfg, target.weights, prompts, new, capture=capture, dtype=torch.bfloat16)
     check = gen.sequences
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -73,7 +75,7 @@ print(json.dumps({"s": seconds, "peak_gib": peak, "check": check, "from": eagle_
 """
 
 
-def side_by_side(target: Path, old_tree: Path, repeat: int) -> dict[str, Any]:
+def side_by_side(target: Path, old_tree: Path, repeat: int, sizes: dict[str, list[int]]) -> dict[str, Any]:
     """Each phase of the current tree and the old one, alternating, each in a fresh process."""
     trees = {"transformers (now)": ROOT, f"hand-written ({OLD})": old_tree}
     results: dict[str, dict[str, list[dict[str, Any]]]] = {p: {k: [] for k in trees} for p in ("pass", "generate")}
@@ -82,7 +84,16 @@ def side_by_side(target: Path, old_tree: Path, repeat: int) -> dict[str, Any]:
             order = list(trees.items())
             for label, tree in order[i % 2 :] + order[: i % 2]:
                 out = subprocess.run(
-                    [sys.executable, "-c", _CHILD, str(tree), phase, str(target), json.dumps(CAPTURE)],
+                    [
+                        sys.executable,
+                        "-c",
+                        _CHILD,
+                        str(tree),
+                        phase,
+                        str(target),
+                        json.dumps(CAPTURE),
+                        json.dumps(sizes[phase]),
+                    ],
                     capture_output=True,
                     text=True,
                     cwd=tree,
@@ -91,7 +102,9 @@ def side_by_side(target: Path, old_tree: Path, repeat: int) -> dict[str, Any]:
                     raise SystemExit(f"{label} {phase}: {out.stderr[-2000:]}")
                 results[phase][label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     for phase, by in results.items():
-        print(f"\n8B-shaped target, {phase} ({'4 x 256 tokens' if phase == 'pass' else '4 x 64 + 8 new tokens'}):")
+        rows, length, new = sizes[phase]
+        what = f"{rows} x {length} tokens" if phase == "pass" else f"{rows} prompts x {length} + {new} new tokens"
+        print(f"\n8B-shaped target, {phase} ({what}):")
         med = {k: statistics.median(r["s"] for r in v) for k, v in by.items()}
         peak = {k: max(r["peak_gib"] for r in v) for k, v in by.items()}
         for k, v in by.items():
@@ -365,7 +378,7 @@ def write_draft(out: Path, target: dict[str, Any], ids: list[int]) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def at_scale(name: str, directory: Path, write: Any, config: dict[str, Any]) -> None:
+def at_scale(name: str, directory: Path, write: Any, config: dict[str, Any], ids: list[int]) -> None:
     """``verify --level target --token-ids`` on the target in a fresh process; nothing written beside it."""
     target, draft = directory / f"target-{name}", directory / f"draft-{name}"
     if not (target / "config.json").is_file():
@@ -377,7 +390,7 @@ def at_scale(name: str, directory: Path, write: Any, config: dict[str, Any]) -> 
         write_draft(draft, config, [1, n // 2 - 1, n - 4])
     ids_file = directory / f"ids-{name}.json"
     g = torch.Generator().manual_seed(2)
-    ids_file.write_text(json.dumps(torch.randint(0, 32000, (4, 128), generator=g).tolist()))
+    ids_file.write_text(json.dumps(torch.randint(0, 32000, (ids[0], ids[1]), generator=g).tolist()))
     size = _bytes(target)
     cold, warm = read_rate(target, cold=True), read_rate(target, cold=False)
     before = sorted(p.name for p in target.iterdir())
@@ -387,8 +400,8 @@ def at_scale(name: str, directory: Path, write: Any, config: dict[str, Any]) -> 
     after = sorted(p.name for p in target.iterdir())
     print(f"\n{name}: {size / 1e9:.2f} GB; floor: read once cold {size / cold:.0f} s ({cold / 1e9:.2f} GB/s), "
           f"page cache {size / warm:.0f} s ({warm / 1e9:.2f} GB/s)")  # fmt: skip
-    print(f"  verify --level target --token-ids (4 x 128): exit {command.exit} ({command.status or 'no report'}), "
-          f"{command.seconds:.0f} s, peak RSS {command.rss_gib:.2f} GiB, dtype {command.dtype or '-'}; "
+    print(f"  verify --level target --token-ids ({ids[0]} x {ids[1]}): exit {command.exit} "
+          f"({command.status or 'no report'}), {command.seconds:.0f} s, peak RSS {command.rss_gib:.2f} GiB, dtype {command.dtype or '-'}; "
           f"positions {command.positions}")  # fmt: skip
     for what, seconds in (command.phases or {}).items():
         print(f"  {what}: {seconds:.0f} s")
@@ -403,6 +416,9 @@ def main() -> int:
     parser.add_argument("--old", default=OLD)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--only", nargs="*", default=["8b", "moe", "gpt-oss"])
+    parser.add_argument("--pass", dest="pass_", nargs=2, type=int, default=[4, 256], metavar=("ROWS", "TOKENS"))
+    parser.add_argument("--generate", nargs=3, type=int, default=[4, 64, 8], metavar=("PROMPTS", "TOKENS", "NEW"))
+    parser.add_argument("--ids", nargs=2, type=int, default=[4, 128], metavar=("ROWS", "TOKENS"))
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     print(
@@ -417,11 +433,12 @@ def main() -> int:
         size = _bytes(target)
         cold, warm = read_rate(target, cold=True), read_rate(target, cold=False)
         print(f"8b: {size / 1e9:.2f} GB; floor: read once cold {size / cold:.0f} s, page cache {size / warm:.0f} s")
-        side_by_side(target, old_worktree(args.dir, args.old), args.repeat)
+        sizes = {"pass": [*args.pass_, 0], "generate": list(args.generate)}
+        side_by_side(target, old_worktree(args.dir, args.old), args.repeat, sizes)
     if "moe" in args.only:
-        at_scale("moe", args.dir, write_moe, MOE)
+        at_scale("moe", args.dir, write_moe, MOE, args.ids)
     if "gpt-oss" in args.only:
-        at_scale("gpt-oss", args.dir, write_gpt_oss, GPT_OSS)
+        at_scale("gpt-oss", args.dir, write_gpt_oss, GPT_OSS, args.ids)
     print(f"\nthis process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return 0
 
