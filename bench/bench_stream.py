@@ -401,8 +401,8 @@ def at_scale(name: str, directory: Path, write: Any, config: dict[str, Any], ids
     print(f"\n{name}: {size / 1e9:.2f} GB; floor: read once cold {size / cold:.0f} s ({cold / 1e9:.2f} GB/s), "
           f"page cache {size / warm:.0f} s ({warm / 1e9:.2f} GB/s)")  # fmt: skip
     print(f"  verify --level target --token-ids ({ids[0]} x {ids[1]}): exit {command.exit} "
-          f"({command.status or 'no report'}), {command.seconds:.0f} s, peak RSS {command.rss_gib:.2f} GiB, dtype {command.dtype or '-'}; "
-          f"positions {command.positions}")  # fmt: skip
+          f"({command.status or 'no report'}), {command.seconds:.0f} s, peak RSS {command.rss_gib:.2f} GiB, "
+          f"dtype {command.dtype or '-'}; positions {command.positions}")  # fmt: skip
     for what, seconds in (command.phases or {}).items():
         print(f"  {what}: {seconds:.0f} s")
     print(f"  files beside the target unchanged: {before == after}")
