@@ -331,9 +331,8 @@ def write_draft(out: Path, target: dict[str, Any], ids: list[int]) -> None:
     """An EAGLE3 draft for ``target`` (one layer, SpecForge layout, borrowed embedding, 32,000-token draft vocab)."""
     from safetensors.torch import save_file
 
-    h, heads, kv, hd = target["hidden_size"], target["num_attention_heads"], target["num_key_value_heads"], 128
-    heads = max(1, h // hd)
-    kv = min(kv, heads)
+    h, heads, kv = target["hidden_size"], target["num_attention_heads"], target["num_key_value_heads"]
+    hd = target.get("head_dim") or h // heads  # the target's attention shape: heads divisible by the KV heads
     inter, vocab, dv = 4 * h, target["vocab_size"], 32000
     g = torch.Generator().manual_seed(1)
     p = "midlayer."
