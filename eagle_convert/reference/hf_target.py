@@ -7,7 +7,8 @@ ever runs its text trunk, so the vision tower is never read). Nothing of the che
 decoder layer, or a module outside the layers that holds parameters: the embedding, the final norm, the head) is read
 when its forward is about to run, through transformers' own loading step (``convert_and_load_state_dict_in_model``:
 its renamings, its fusions of per-expert tensors, its quantizers' dequantization), from a zero-copy mapping of the
-shards (reference/stream.py), and dropped back to the meta device when its forward returns. While unit i runs, unit
+shards (reference/stream.py), and dropped when its forward returns (its parameters become one-element placeholders
+on the compute device). While unit i runs, unit
 i + 1 is read on a background thread. A target small enough to hold (``resident``) is read once and kept.
 
 Boundary ``j`` (0..N) is the input of decoder layer ``j``; boundary ``N`` is the last layer's output *before* the
@@ -287,8 +288,7 @@ class StreamedModel:
     def _load(self, unit: Unit) -> None:
         from transformers.core_model_loading import convert_and_load_state_dict_in_model
 
-        missing = [p for p in unit.params if not unit.keys]
-        if missing and unit.params:
+        if unit.params and not unit.keys:
             raise InputError(
                 f"the target's checkpoint has no tensors for {unit.name!r} ({', '.join(unit.params[:3])})",
                 path=self.directory,
