@@ -1,10 +1,7 @@
-"""What the KV-cached generators share (reference/llama_decode.py, reference/deepseek_decode.py): the request's
-checks, the left-padded batch and its causal mask, the choice of each next token (greedy, or sampled with
-``probe/target.Target.generate``'s draws) and the :class:`Generated` result.
-
-The batch is left-padded so that every sequence's newest token sits in the same column: the prompts run in one
-prefill, then one token per sequence per step. Buffers that grow with the text (the caches, the captured states)
-are sized once for the whole text by the generators and written in place.
+"""What the reference target's passes and its KV-cached generation (reference/hf_target.py) check and share: the
+capture boundaries and token ids a request may hold, the choice of each next token (greedy, or sampled with
+``probe/target.Target.generate``'s draws) and the :class:`Generated` result (the batch is left-padded, so that every
+sequence's newest token sits in the same column).
 """
 
 from __future__ import annotations
@@ -34,8 +31,7 @@ def check_request(
 ) -> None:
     """An InputError for a request no generator can serve: boundaries outside 0..layers, no new token, an empty
     prompt, or a token id outside the vocabulary."""
-    if bad := [j for j in wanted if not 0 <= j <= layers]:
-        raise InputError(f"capture boundaries {bad} must lie in 0..{layers} (N = {layers} layers)")
+    check_boundaries(layers, wanted)
     if new_tokens < 1:
         raise InputError(f"new_tokens is {new_tokens}; generation needs at least 1")
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -44,44 +40,10 @@ def check_request(
         raise InputError(f"prompt token ids must lie in 0..{vocab - 1} (the target's vocabulary)")
 
 
-@dataclass
-class Padded:
-    """The left-padded batch: the slots the target runs (``total``: the prompts, then each new token but the last),
-    which of them hold a token (``valid`` [B, L]), and the next step's token ids and positions."""
-
-    pad: list[int]  # padding slots in front of each prompt
-    total: int  # L
-    ids: torch.Tensor  # [B, S] on the CPU: the tokens the next step runs (S = W for the prefill, then 1)
-    positions: torch.Tensor  # [B, S] on the CPU: 0 at each prompt's first token
-    valid: torch.Tensor  # [B, L] on the device: padding slots are never attended to
-    slots: torch.Tensor  # [L] on the device
-    past: int = 0  # slots filled so far
-
-    @classmethod
-    def of(cls, prompts: Sequence[Sequence[int]], new_tokens: int, device: str | torch.device) -> Padded:
-        width = max(len(p) for p in prompts)
-        pad = [width - len(p) for p in prompts]
-        total = width + new_tokens - 1
-        ids = torch.tensor([[0] * n + list(p) for n, p in zip(pad, prompts, strict=True)])  # [B, W]
-        valid = torch.ones(len(prompts), total, dtype=torch.bool, device=device)
-        for row, n in enumerate(pad):
-            valid[row, :n] = False
-        positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0).cpu()  # [B, W]
-        return cls(pad, total, ids, positions, valid, torch.arange(total, device=device))
-
-    def mask(self) -> tuple[int, torch.Tensor]:
-        """(seen, mask): the slots filled once this step's tokens are in, and ``[B, S, seen]`` (True = may attend):
-        causal over the valid slots, a padding slot seeing itself only."""
-        seen = self.past + self.ids.shape[1]
-        here, filled = self.slots[self.past : seen], self.slots[:seen]
-        mask = ((filled[None, :] <= here[:, None]) & self.valid[:, None, :seen]) | (filled[None, :] == here[:, None])
-        return seen, mask
-
-    def advance(self, seen: int, chosen: torch.Tensor) -> None:
-        """After a step: ``chosen`` [B] are the next tokens, one position after each sequence's last."""
-        self.past = seen
-        self.ids = chosen.view(-1, 1)  # [B, 1]
-        self.positions = self.positions[:, -1:] + 1
+def check_boundaries(layers: int, wanted: Sequence[int]) -> None:
+    """An InputError for capture boundaries outside 0..layers."""
+    if bad := [j for j in wanted if not 0 <= j <= layers]:
+        raise InputError(f"capture boundaries {bad} must lie in 0..{layers} (N = {layers} layers)")
 
 
 class Choices:

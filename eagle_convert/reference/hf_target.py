@@ -31,11 +31,11 @@ import torch
 
 from eagle_convert.errors import ConfigError, InputError
 from eagle_convert.reference import formats
-from eagle_convert.reference.decoding import Choices, Generated, check_request
+from eagle_convert.reference.decoding import Choices, Generated, check_boundaries, check_request
+from eagle_convert.reference.weights import WEIGHTS_HINT as _WEIGHTS_HINT
 from eagle_convert.reference.weights import SafetensorsWeights
 
 _CONFIG_HINT = "--target must be a model transformers can build (AutoConfig reads its config.json)"
-_WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
 
 # Remote-code wrappers whose trunk transformers has: model_type -> (the trunk's model_type, where its config is,
 # the prefix of the trunk's tensor names in the wrapper's checkpoint; the trunk reads them without it).
@@ -118,17 +118,10 @@ def text_config(config: Any) -> Any:
 
 def trunk_weights(weights: SafetensorsWeights, raw: Mapping[str, Any]) -> SafetensorsWeights:
     """The checkpoint's tensors as the model transformers builds names them: a remote-code wrapper's (:data:`TRUNKS`)
-    trunk tensors with its prefix stripped, the rest of the wrapper's (its vision tower) left out. The same
-    mapped shards, nothing read."""
-    import copy
-
+    trunk tensors with its prefix stripped, the rest of the wrapper's (its vision tower) left out."""
     model_type = raw.get("model_type")
     prefix = TRUNKS[model_type][2] if isinstance(model_type, str) and model_type in TRUNKS else ""
-    if not prefix:
-        return weights
-    view = copy.copy(weights)
-    view._tensors = {k[len(prefix) :]: info for k, info in weights._tensors.items() if k.startswith(prefix)}
-    return view
+    return weights.under(prefix) if prefix else weights
 
 
 @dataclass
@@ -156,7 +149,6 @@ class StreamedModel:
         dtype: torch.dtype = torch.float32,
         resident: bool = False,
     ) -> None:
-        import transformers
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
@@ -202,7 +194,6 @@ class StreamedModel:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-read")
         self._lock = threading.Lock()
         self._hooks = [h for unit in self.units for h in self._hook(unit)]
-        self.transformers = transformers.__version__
 
     # ------------------------------------------------------------------------------------------------ the units
 
@@ -335,11 +326,6 @@ class StreamedModel:
             _set(self.model, name, _placeholder(self.model.get_parameter(name), self.device))
         unit.loaded = False
 
-    def load_all(self) -> None:
-        """Read every unit now (a resident model)."""
-        for unit in self.units:
-            self._ensure(unit)
-
     def parameter(self, name: str) -> torch.Tensor:
         """One of the model's parameters, read from the checkpoint (e.g. the input embedding) and kept."""
         unit = next(u for u in self.units if name in u.params)
@@ -405,8 +391,7 @@ class StreamedModel:
         if sum(lengths) != ids.numel() or any(n < 1 for n in lengths):
             raise InputError(f"lengths {lengths} do not add up to {ids.numel()} tokens")
         wanted = sorted(set(capture))
-        if bad := [j for j in wanted if not 0 <= j <= self.num_layers]:
-            raise InputError(f"capture boundaries {bad} must lie in 0..{self.num_layers} (N = {self.num_layers})")
+        check_boundaries(self.num_layers, wanted)
         if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < self.vocab_size:
             raise InputError(f"token ids must lie in 0..{self.vocab_size - 1} (the target's vocabulary)")
         width = max(lengths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from eagle_convert.read.checkpoint import open_weights
 from eagle_convert.reference import fp8
 from eagle_convert.reference.stream import MappedShards
 
-_WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
+WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
 
 
 class SafetensorsWeights:
@@ -42,11 +43,23 @@ class SafetensorsWeights:
         info = self._tensors.get(name)
         return info.nbytes if info is not None else 0
 
+    def under(self, prefix: str) -> SafetensorsWeights:
+        """The tensors whose names start with ``prefix``, named without it (the same mapped shards, nothing read)."""
+        view = copy.copy(self)
+        view._tensors = {k[len(prefix) :]: info for k, info in self._tensors.items() if k.startswith(prefix)}
+        return view
+
+    def values(self, name: str) -> int:
+        """The values ``name`` holds once unpacked (headers only): packed 4-bit formats keep several a stored
+        element (:data:`PACKED`)."""
+        info = self._tensors[name]
+        return math.prod(info.shape) * PACKED.get(info.dtype, 1)
+
     def read(self, name: str) -> torch.Tensor:
         """``name`` as stored, zero-copy."""
         info = self._tensors.get(name)
         if info is None:
-            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=_WEIGHTS_HINT)
+            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=WEIGHTS_HINT)
         return self._shards.map(info)
 
     def get(self, name: str) -> torch.Tensor:
@@ -63,18 +76,12 @@ class SafetensorsWeights:
         return fp8.dequantize(tensor, self.get(scale), self.fp8_block, name)
 
 
-RESIDENT_BYTES = 2 * 2**30  # a target this small in the compute dtype is read once and kept, not streamed
-
-
 # Values a stored element holds once dequantized: packed formats keep several 4-bit values in one integer (MXFP4 and
 # NVFP4: two a byte; compressed-tensors' pack-quantized INT4: eight an int32).
-_PACKED = {"U8": 2, "I32": 8}
+PACKED = {"U8": 2, "I32": 8}
+RESIDENT_BYTES = 2 * 2**30  # a target this small in the compute dtype is read once and kept, not streamed
 
 
 def resident_fits(weights: SafetensorsWeights, dtype: torch.dtype) -> bool:
     """Whether the target's weights, dequantized to ``dtype``, are small enough to keep (:data:`RESIDENT_BYTES`)."""
-    numel = 0
-    for name in weights.names():
-        info = weights._tensors[name]
-        numel += math.prod(info.shape) * _PACKED.get(info.dtype, 1)
-    return numel * dtype.itemsize <= RESIDENT_BYTES
+    return sum(weights.values(name) for name in weights.names()) * dtype.itemsize <= RESIDENT_BYTES
