@@ -42,6 +42,8 @@ from tests.conftest import ROOT, engine_or_skip
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair
 K = 3  # draft tokens per step, the in-process engine level's default (EngineSettings.steps)
 API_KEY = "sk-test-attach-7d1f"  # the served pair's --api-key: no message may ever contain it
+FOREIGN_REQUESTS = 3  # what the other client sends while a verify run measures (8 tokens each)
+VERIFY_TIMEOUT_S = 600  # one verify run against the served pair takes about 80 s here: a stall fails, not hangs CI
 
 
 # ---- real vLLM servers ---------------------------------------------------------------------------------------------
@@ -193,7 +195,7 @@ def test_the_served_draft_is_compared_with_draft(served: Any, pair: tuple[Path, 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     """``eagle-convert verify ...`` as a CI job runs it (a subprocess of this Python)."""
     command = [sys.executable, "-m", "eagle_convert", "verify", *args, "--json", "--no-hash"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=VERIFY_TIMEOUT_S, check=False)
 
 
 def _schema_valid(doc: dict[str, Any]) -> None:
@@ -216,7 +218,9 @@ def test_verify_engine_url_reports_the_servers_run_beside_the_probe(
     env = {**os.environ, "EAGLE_CONVERT_ENGINE_URL_TOKEN": API_KEY}
     command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--target", str(target)]
     command += ["--engine-url", served.url, "--json", "--no-hash"]
-    r = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False, env=env)
+    r = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, timeout=VERIFY_TIMEOUT_S, check=False, env=env
+    )
     assert r.returncode in (0, 1), r.stderr
     assert API_KEY not in r.stdout + r.stderr
     doc = json.loads(r.stdout)
@@ -251,9 +255,15 @@ def test_verify_engine_url_with_a_config_only_target_flags_foreign_traffic(
     stop = threading.Event()
 
     def other_client() -> None:
+        # Only while the run's own requests are in flight, and a few: a client saturating the server from the start
+        # leaves the verify process (2 cores, vLLM's threads spinning) no CPU to import torch, for an hour in CI.
         body = json.dumps({"model": str(target), "prompt": [1, 2, 3], "max_tokens": 8, "temperature": 0}).encode()
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
-        while not stop.is_set():
+        while not stop.is_set() and _gauge(served.url, "vllm:num_requests_running") == 0:
+            time.sleep(0.2)
+        for _ in range(FOREIGN_REQUESTS):
+            if stop.is_set():
+                return
             request = urllib.request.Request(f"{served.url}/v1/completions", data=body, headers=headers)
             with urllib.request.urlopen(request, timeout=120) as response:
                 response.read()
