@@ -1,7 +1,8 @@
 """The exact tensor set a draft must ship, with every shape derived from its config (FORMATS.md sections 1-2).
 
-Names are canonical (``midlayer.*``, no prefix); a checkpoint in another layout is compared after mapping its names
-through the layout tables. A shape is None where the config lacks the size it depends on.
+Names are canonical (``midlayer.*`` for layer 0, ``layers.{i}.*`` after it, no prefix); a checkpoint in another
+layout is compared after mapping its names through the layout tables. A shape is None where the config lacks the size
+it depends on.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.draft.layouts import CANONICAL_LAYER_PREFIX, LATER_LAYER_PREFIX
 from eagle_convert.read.config import Dims
 
 Shape = tuple[int, ...] | None
@@ -40,8 +42,9 @@ def _add(*values: int | None) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _attention(d: Dims, spec: DraftSpec, two_h: int | None) -> list[Expected]:
-    p = "midlayer.self_attn."
+def _attention(d: Dims, spec: DraftSpec, two_h: int | None, layer: str = CANONICAL_LAYER_PREFIX) -> list[Expected]:
+    """Layer ``layer``'s attention; ``two_h``: the width its projections read (2H in layer 0, H after it)."""
+    p = layer + "self_attn."
     h = d.hidden_size
     if spec.attention == "mla":
         nope, rope, v, heads = d.qk_nope_head_dim, d.qk_rope_head_dim, d.v_head_dim, d.num_attention_heads
@@ -81,10 +84,26 @@ def _attention(d: Dims, spec: DraftSpec, two_h: int | None) -> list[Expected]:
     heads, kv, hd = d.num_attention_heads, d.num_key_value_heads, d.head_dim
     out = [
         Expected(
-            p + "q_proj.weight", _shape(_mul(heads, hd), two_h), "weight", True, "query projection of the 2H input"
+            p + "q_proj.weight",
+            _shape(_mul(heads, hd), two_h),
+            "weight",
+            True,
+            "query projection (of 2H in layer 0, H after)",
         ),
-        Expected(p + "k_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "key projection of the 2H input"),
-        Expected(p + "v_proj.weight", _shape(_mul(kv, hd), two_h), "weight", True, "value projection of the 2H input"),
+        Expected(
+            p + "k_proj.weight",
+            _shape(_mul(kv, hd), two_h),
+            "weight",
+            True,
+            "key projection (of 2H in layer 0, H after)",
+        ),
+        Expected(
+            p + "v_proj.weight",
+            _shape(_mul(kv, hd), two_h),
+            "weight",
+            True,
+            "value projection (of 2H in layer 0, H after)",
+        ),
         Expected(p + "o_proj.weight", _shape(h, _mul(heads, hd)), "weight", True, "attention output"),
         Expected(
             p + "q_norm.weight",
@@ -109,6 +128,15 @@ def _attention(d: Dims, spec: DraftSpec, two_h: int | None) -> list[Expected]:
     return out
 
 
+def _mlp(d: Dims, layer: str) -> list[Expected]:
+    h, inter = d.hidden_size, d.intermediate_size
+    return [
+        Expected(layer + "mlp.gate_proj.weight", _shape(inter, h), "weight", True, "SwiGLU gate"),
+        Expected(layer + "mlp.up_proj.weight", _shape(inter, h), "weight", True, "SwiGLU up"),
+        Expected(layer + "mlp.down_proj.weight", _shape(h, inter), "weight", True, "SwiGLU down"),
+    ]
+
+
 def expected_tensors(spec: DraftSpec) -> dict[str, Expected]:
     """Canonical name -> what the tensor must be, for the draft ``spec`` describes."""
     d = spec.dims
@@ -131,13 +159,18 @@ def expected_tensors(spec: DraftSpec) -> dict[str, Expected]:
         for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")
     ]
     out += _attention(d, spec, two_h)
-    inter = d.intermediate_size
-    out += [
-        Expected("midlayer.mlp.gate_proj.weight", _shape(inter, h), "weight", True, "SwiGLU gate"),
-        Expected("midlayer.mlp.up_proj.weight", _shape(inter, h), "weight", True, "SwiGLU up"),
-        Expected("midlayer.mlp.down_proj.weight", _shape(h, inter), "weight", True, "SwiGLU down"),
-        Expected("norm.weight", _shape(h), "norm", True, "final norm"),
-    ]
+    out += _mlp(d, CANONICAL_LAYER_PREFIX)
+    for i in range(1, max(spec.num_draft_layers, d.num_hidden_layers or 1)):
+        # layers >= 1: a plain pre-norm decoder layer over H (speculators' decoder_layer_class, vLLM's
+        # LlamaDecoderLayer with layer_idx > 0); SGLang builds hidden_norm there and norms with it (ENGINES.md E10)
+        later = f"{LATER_LAYER_PREFIX}{i}."
+        out += [
+            Expected(later + "input_layernorm.weight", _shape(h), "norm", True, "decoder-layer norm"),
+            Expected(later + "post_attention_layernorm.weight", _shape(h), "norm", True, "decoder-layer norm"),
+            Expected(later + "hidden_norm.weight", _shape(h), "norm", False, "the norm SGLang applies in its place"),
+        ]
+        out += _attention(d, spec, h, later) + _mlp(d, later)
+    out.append(Expected("norm.weight", _shape(h), "norm", True, "final norm"))
     vocab, draft_vocab = d.vocab_size, d.draft_vocab_size
     if d.draft_vocab_size_key != "null":
         out.append(

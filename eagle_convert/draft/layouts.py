@@ -13,6 +13,7 @@ from functools import lru_cache
 
 OUTER_PREFIXES = ("model.", "draft_model.", "eagle_module.")
 CANONICAL_LAYER_PREFIX = "midlayer."
+LATER_LAYER_PREFIX = "layers."  # canonical draft layer i >= 1 is ``layers.{i}.`` (layer 0 stays ``midlayer.``)
 
 # Local names of tensors outside the decoder layer -> module group shown by `inspect`.
 TOP_LEVEL_NAMES = {

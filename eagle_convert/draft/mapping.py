@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from eagle_convert.draft.layouts import (
     CANONICAL_LAYER_PREFIX,
     FC_NORM_RE,
+    LATER_LAYER_PREFIX,
     LAYER_NAMES,
     LEGACY_FC_NORM_NAMES,
     PREFUSED_NAMES,
     QUANT_SUFFIXES,
     TOP_LEVEL_NAMES,
+    split_name,
 )
 from eagle_convert.errors import InputError
 
@@ -111,6 +113,30 @@ def _canonical_local(local: str, in_layer: bool) -> bool:
     return base in TOP_LEVEL_NAMES or bool(FC_NORM_RE.fullmatch(base))
 
 
+def _later_layer(name: str, layout: str, source: str | None) -> Mapped | None:
+    """A tensor of draft layer i >= 1 (``layers.i.`` or ModelOpt's ``midlayer.i.``, under the layout's outer prefix)
+    goes to ``layers.i.`` in the canonical layout: the name both engines load for layer i (SGLang renames only
+    ``midlayer`` to ``layers.0``, vLLM maps only ``midlayer.``; ENGINES.md B1, B4). None for any other tensor."""
+    n = split_name(name)
+    if n.layer is None or n.layer == 0:
+        return None
+    if n.outer != split_name(layout + "norm.weight").outer:
+        raise UnmappedTensorError(
+            f"tensor {name!r} of draft layer {n.layer} is not under layer 0's outer prefix (layout {layout!r})",
+            path=source,
+        )
+    target = f"{LATER_LAYER_PREFIX}{n.layer}.{n.local}"
+    if n.local in DROPPED:
+        return Mapped(name, "", "drop", DROPPED[n.local])
+    if not _canonical_local(n.local, True) or n.local in PREFUSED_NAMES:
+        raise UnmappedTensorError(
+            f"tensor {name!r} has no place in draft layer {n.layer} of the canonical layout (source layout {layout!r})",
+            path=source,
+            hint="layers after the first are read split (q/k/v, gate/up), by their canonical local names",
+        )
+    return Mapped(name, target, "keep" if target == name else "rename", "" if target == name else "later layer")
+
+
 def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
     """Where tensor ``name`` of a ``layout`` checkpoint (at ``source``, for errors) goes in the canonical layout."""
     if layout not in LAYOUTS:
@@ -119,6 +145,9 @@ def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
             path=source,
             hint=f"known layouts: {', '.join(LAYOUTS)}",
         )
+    later = _later_layer(name, layout, source)
+    if later is not None:
+        return later
     table = {**ALIASES.get(layout, {}), **LAYOUTS[layout]}
     prefix = max((p for p in table if name.startswith(p)), key=len, default=None)
     if prefix is None:
@@ -145,8 +174,14 @@ def map_key(name: str, layout: str, source: str | None = None) -> Mapped:
 
 
 def to_layout(canonical_name: str, layout: str) -> str:
-    """The name of a canonical tensor in an output ``layout`` (the inverse of that layout's table)."""
+    """The name of a canonical tensor in an output ``layout`` (the inverse of that layout's table); layer i >= 1
+    keeps ``layers.i.`` (``midlayer.i.`` in a ``midlayer.0.`` layout) under the layout's outer prefix."""
     back = inverse(layout)
+    n = split_name(canonical_name)
+    if n.layer is not None and n.layer > 0:
+        zero = split_name(back[CANONICAL_LAYER_PREFIX] + n.local)
+        later = f"midlayer.{n.layer}." if zero.layer_prefix == "midlayer.0." else f"{LATER_LAYER_PREFIX}{n.layer}."
+        return zero.outer + later + n.local
     if canonical_name.startswith(CANONICAL_LAYER_PREFIX):
         return back[CANONICAL_LAYER_PREFIX] + canonical_name[len(CANONICAL_LAYER_PREFIX) :]
     return back[""] + canonical_name

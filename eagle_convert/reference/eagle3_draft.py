@@ -1,11 +1,15 @@
 """Reference EAGLE3 draft in pure PyTorch: the forward pass of docs/FORMATS.md section 1, read like the equations.
 
-Matches the one-layer EAGLE3 draft classes of the engine records (``engines/``: ``LlamaForCausalLMEagle3``,
-``Eagle3DeepseekV2ForCausalLM``, ``Eagle3LlamaForCausalLM``): MHA attention as transformers' ``LlamaAttention`` /
-``Qwen3Attention`` (rotate-half RoPE incl. linear/llama3/yarn scaling, GQA, explicit head_dim, optional per-head
-q_norm/k_norm) and MLA attention as transformers' ``DeepseekV3Attention`` (interleaved-pair RoPE on the ``dr`` slice,
-YaRN softmax scale), each with first projections that take the 2H input ``cat([input_layernorm(embed),
-hidden_norm(h)])``. Flags: ``norm_before_fc``, ``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual``,
+Matches the EAGLE3 draft classes of the engine records (``engines/``: ``LlamaForCausalLMEagle3``,
+``Eagle3DeepseekV2ForCausalLM``, ``Eagle3LlamaForCausalLM``, ``Eagle3Qwen3ForCausalLM``): MHA attention as
+transformers' ``LlamaAttention`` / ``Qwen3Attention`` (rotate-half RoPE incl. linear/llama3/yarn scaling, GQA, explicit
+head_dim, optional per-head q_norm/k_norm) and MLA attention as transformers' ``DeepseekV3Attention``
+(interleaved-pair RoPE on the ``dr`` slice, YaRN softmax scale). Layer 0 (``midlayer.``) has first projections that
+take the 2H input ``cat([input_layernorm(embed), hidden_norm(h)])``; a draft of L > 1 layers continues with plain
+pre-norm decoder layers over H (``layers.{i}.``: ``x + attn(input_layernorm(x))``, then the MLP), as the speculators
+trainer builds them (``decoder_layer_class`` after ``first_layer_class``) and vLLM runs them (``LlamaDecoderLayer``
+with ``layer_idx > 0``). A layer whose ``layer_types`` entry is ``sliding_attention`` sees its last ``sliding_window``
+positions only. Flags: ``norm_before_fc``, ``fc_norm``, ``bias`` (fc.bias), ``norm_before_residual`` (layer 0),
 ``norm_output``; draft token d maps to ``d + d2t[d]``. Tensors use the canonical names of section 2. One sequence of T
 tokens, optionally under leading batch dimensions ``...`` that share it (positions, causal mask): :func:`chains` runs
 several readings of one draft over the same sequence as rows of one batch, one matmul per weight for all of them.
@@ -32,7 +36,9 @@ _ROPE_PARAMS = {  # rope type -> parameters it needs (transformers' ROPE_INIT_FU
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
     "yarn": ("factor", "original_max_position_embeddings"),
 }
-KV = tuple[Tensor, Tensor]  # one step's (keys, values) after RoPE, [..., T, heads, d] each
+KV = tuple[Tensor, Tensor]  # one step's (keys, values) of one layer after RoPE, [..., T, heads, d] each
+LayersKV = tuple[KV, ...]  # one step's keys and values, a KV per draft layer
+FIRST = "midlayer."  # layer 0's canonical prefix; layer i >= 1 is ``layers.{i}.``
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,12 @@ class Eagle3Config:
     norm_output: bool
     defaults: tuple[str, ...]
     head_norm: bool = True  # lm_head reads norm(s); False: s itself (SpecForge 0.2.0 with norm_output false)
+    num_layers: int = 1  # L: layer 0 (2H input) and L - 1 plain decoder layers over H
+    windows: tuple[int | None, ...] = (None,)  # per layer: its sliding window in positions (None: full attention)
+
+    def layer(self, i: int) -> str:
+        """Layer i's canonical prefix."""
+        return FIRST if i == 0 else f"layers.{i}."
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> Eagle3Config:
@@ -91,8 +103,9 @@ class Eagle3Config:
 
         if p.use_aux_norm is not None or p.eagle_config_norm_before_fc is not None:
             raise ConfigError("config uses use_aux_norm or eagle_config.norm_before_fc (not canonical)", hint=_HINT)
-        if p.attention_bias or (d.num_hidden_layers or 1) != 1 or raw.get("hidden_act", "silu") != "silu":
-            raise ConfigError("reference draft supports one layer, silu MLP and no attention_bias", hint=_HINT)
+        if p.attention_bias or raw.get("hidden_act", "silu") != "silu":
+            raise ConfigError("reference draft supports a silu MLP and no attention_bias", hint=_HINT)
+        layers = d.num_hidden_layers or 1
         hidden, heads = need(d.hidden_size, "hidden_size"), need(d.num_attention_heads, "num_attention_heads")
         ids = p.top_level_ids or p.eagle_config_ids
         mla = d.kv_lora_rank is not None or (p.model_type or "").startswith("deepseek")
@@ -135,7 +148,29 @@ class Eagle3Config:
             norm_before_residual=bool(p.norm_before_residual),
             norm_output=bool(p.norm_output),
             defaults=tuple(defaults),
+            num_layers=layers,
+            windows=_windows(raw, layers),
         )
+
+
+def _windows(raw: dict[str, Any], layers: int) -> tuple[int | None, ...]:
+    """Each draft layer's sliding window: ``sliding_window`` where ``layer_types[i]`` is ``sliding_attention``, as
+    vLLM's draft layers read it (``llama.py`` LlamaAttention and ``qwen3_eagle3.py``: the draft-relative index into
+    ``layer_types``); without ``layer_types``, transformers' Qwen2/Qwen3 rule (``use_sliding_window``: the layers from
+    ``max_window_layers`` on)."""
+    types, window = raw.get("layer_types"), raw.get("sliding_window")
+    if types is None and raw.get("use_sliding_window"):
+        start = raw.get("max_window_layers")
+        start = start if isinstance(start, int) else layers
+        types = ["sliding_attention" if i >= start else "full_attention" for i in range(layers)]
+    if types is None:
+        return (None,) * layers
+    if not isinstance(types, list) or len(types) < layers:
+        raise ConfigError(f"layer_types {types!r} does not name each of the {layers} draft layers", hint=_HINT)
+    sliding = [t == "sliding_attention" for t in types[:layers]]
+    if any(sliding) and not (isinstance(window, int) and window > 0):
+        raise ConfigError(f"layer_types has sliding layers but sliding_window is {window!r}", hint=_HINT)
+    return tuple(window if s else None for s in sliding)
 
 
 def parameter_shapes(c: Eagle3Config) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
@@ -149,21 +184,28 @@ def parameter_shapes(c: Eagle3Config) -> tuple[dict[str, tuple[int, ...]], dict[
     req |= {"fc.bias": (h,)} if c.fc_bias else {}
     req |= {f"fc_norm.{j}.weight": (ht,) for j in range(k)} if c.fc_norm else {}
     req |= {"input_norm.weight": (k * ht,)} if c.norm_before_fc else {}
-    req |= {f"midlayer.{n}.weight": (h,) for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")}
-    req |= {"midlayer.mlp.gate_proj.weight": (i, h), "midlayer.mlp.up_proj.weight": (i, h)}
-    req |= {"midlayer.mlp.down_proj.weight": (h, i)}
-    a, opt = "midlayer.self_attn.", {"t2d": (c.vocab_size,), "embed_tokens.weight": (c.vocab_size, h)}
-    if c.attention == "mha":
-        nh, nkv, hd = c.num_heads, c.num_kv_heads, c.head_dim
-        req |= {a + "q_proj.weight": (nh * hd, two_h), a + "o_proj.weight": (h, nh * hd)}
-        req |= {a + "k_proj.weight": (nkv * hd, two_h), a + "v_proj.weight": (nkv * hd, two_h)}
-        opt |= {a + "q_norm.weight": (hd,), a + "k_norm.weight": (hd,)}
-    else:
-        rq, rkv, dn, dr, dv = _mla_dims(c)
-        req |= {a + "q_a_proj.weight": (rq, two_h), a + "q_a_layernorm.weight": (rq,)}
-        req |= {a + "q_b_proj.weight": (c.num_heads * (dn + dr), rq), a + "o_proj.weight": (h, c.num_heads * dv)}
-        req |= {a + "kv_a_proj_with_mqa.weight": (rkv + dr, two_h), a + "kv_a_layernorm.weight": (rkv,)}
-        req |= {a + "kv_b_proj.weight": (c.num_heads * (dn + dv), rkv)}
+    opt = {"t2d": (c.vocab_size,), "embed_tokens.weight": (c.vocab_size, h)}
+    for n in range(c.num_layers):
+        p, width = c.layer(n), two_h if n == 0 else h  # layer 0 reads cat(embed, hidden), later layers H
+        req |= {p + f"{norm}.weight": (h,) for norm in ("input_layernorm", "post_attention_layernorm")}
+        (req if n == 0 else opt)[p + "hidden_norm.weight"] = (h,)  # later layers: SGLang's, unused here
+        req |= {
+            p + "mlp.gate_proj.weight": (i, h),
+            p + "mlp.up_proj.weight": (i, h),
+            p + "mlp.down_proj.weight": (h, i),
+        }
+        a = p + "self_attn."
+        if c.attention == "mha":
+            nh, nkv, hd = c.num_heads, c.num_kv_heads, c.head_dim
+            req |= {a + "q_proj.weight": (nh * hd, width), a + "o_proj.weight": (h, nh * hd)}
+            req |= {a + "k_proj.weight": (nkv * hd, width), a + "v_proj.weight": (nkv * hd, width)}
+            opt |= {a + "q_norm.weight": (hd,), a + "k_norm.weight": (hd,)}
+        else:
+            rq, rkv, dn, dr, dv = _mla_dims(c)
+            req |= {a + "q_a_proj.weight": (rq, width), a + "q_a_layernorm.weight": (rq,)}
+            req |= {a + "q_b_proj.weight": (c.num_heads * (dn + dr), rq), a + "o_proj.weight": (h, c.num_heads * dv)}
+            req |= {a + "kv_a_proj_with_mqa.weight": (rkv + dr, width), a + "kv_a_layernorm.weight": (rkv,)}
+            req |= {a + "kv_b_proj.weight": (c.num_heads * (dn + dv), rkv)}
     (req if c.draft_vocab_size < c.vocab_size else opt)["d2t"] = (c.draft_vocab_size,)
     return req, opt
 
@@ -203,9 +245,16 @@ def load_draft(
         raise ConfigError(f"draft tensors do not match the config: unknown {unknown}, missing {missing}", hint=_HINT)
     shapes = required | optional
     wrong = [f"{n} {tuple(t.shape)} != {shapes[n]}" for n, t in state.items() if tuple(t.shape) != shapes[n]]
-    qk = [n for n in ("q_norm", "k_norm") if f"midlayer.self_attn.{n}.weight" in state]
-    if wrong or len(qk) == 1:
-        raise ConfigError(f"draft tensors have wrong shapes or a lone {qk}: {wrong}", hint=_HINT)
+    lone = [
+        f"{config.layer(n)}self_attn.{qk}.weight"
+        for n in range(config.num_layers)
+        for qk in ("q_norm", "k_norm")
+        if (f"{config.layer(n)}self_attn.q_norm.weight" in state)
+        != (f"{config.layer(n)}self_attn.k_norm.weight" in state)
+        and f"{config.layer(n)}self_attn.{qk}.weight" in state
+    ]
+    if wrong or lone:
+        raise ConfigError(f"draft tensors have wrong shapes or a lone q/k norm {lone}: {wrong}", hint=_HINT)
     out = {n: t.to(device, dtype if t.is_floating_point() else torch.int64) for n, t in state.items()}
     out.setdefault("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.int64, device=device))
     return DraftWeights(out)
@@ -218,7 +267,7 @@ class StepOutput:
     hidden_prenorm: Tensor  # [..., T, H], s
     hidden_postnorm: Tensor  # [..., T, H], norm(s)
     next_hidden: Tensor  # the one of them the next step takes (norm_output: post-norm)
-    kv: KV  # this step's keys and values, for later chain steps
+    kv: LayersKV  # this step's keys and values, a KV per layer, for later chain steps
 
 
 @dataclass(frozen=True)
@@ -300,19 +349,31 @@ def rope(x: Tensor, positions: Tensor, c: Eagle3Config, *, interleaved: bool) ->
 
 
 def _attend(
-    q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], scale: float, at: Tensor | None = None
+    q: Tensor,
+    keys: Sequence[Tensor],
+    values: Sequence[Tensor],
+    scale: float,
+    at: Tensor | None = None,
+    window: int | None = None,
 ) -> Tensor:
     """softmax(q.k * scale) v per head, q [..., N, nh, dq] at chain rows ``at`` [N] (default all T rows).
     ``keys[0]`` (the first step, [..., T, nh, dq]) is attended causally; each later chain step ``keys[s]`` (like q,
-    [..., N, nh, dq]) only at the query's own row: row t is the chain that continues the prefix 0..t."""
-    t, heads = keys[0].shape[-3], q.shape[-2]
+    [..., N, nh, dq]) only at the query's own row: row t is the chain that continues the prefix 0..t. Step s of row t
+    sits at position t + s (one sequence: positions follow the rows); ``window``: it sees the keys less than
+    ``window`` positions back only (transformers' and vLLM's sliding window)."""
+    t, heads, step = keys[0].shape[-3], q.shape[-2], len(keys) - 1
     ks = [k.repeat_interleave(heads // k.shape[-2], dim=-2) for k in keys]  # GQA: [.., T, nkv, dq] -> [.., T, nh, dq]
     vs = [v.repeat_interleave(heads // v.shape[-2], dim=-2) for v in values]  # [..., T, nkv, dv] -> [..., T, nh, dv]
     rows = torch.arange(t, device=q.device)
-    causal = rows[None, :] <= (rows if at is None else at)[:, None]  # [N, T]
+    query = rows if at is None else at
+    seen = rows[None, :] <= query[:, None]  # [N, T]
+    if window is not None:
+        seen &= rows[None, :] > query[:, None] + step - window
     context = torch.einsum("...qhd,...khd->...hqk", q, ks[0]) * scale  # [..., nh, N, T]
-    context = context.masked_fill(~causal, float("-inf"))
+    context = context.masked_fill(~seen, float("-inf"))
     own = [torch.einsum("...thd,...thd->...ht", q, k)[..., None] * scale for k in ks[1:]]  # [..., nh, N, 1] per step
+    if window is not None:  # chain step s' (1..step) sits step - s' positions back
+        own = [o if step - s < window else torch.full_like(o, float("-inf")) for s, o in enumerate(own, start=1)]
     probs = torch.softmax(torch.cat([context, *own], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
     out = torch.einsum("...hqk,...khd->...qhd", probs[..., :t], vs[0])  # [..., N, nh, dv]
     for s, v in enumerate(vs[1:]):
@@ -321,11 +382,18 @@ def _attend(
 
 
 def attention(
-    c: Eagle3Config, w: DraftWeights, x: Tensor, positions: Tensor, past: Sequence[KV] = (), at: Tensor | None = None
+    c: Eagle3Config,
+    w: DraftWeights,
+    x: Tensor,
+    positions: Tensor,
+    past: Sequence[KV] = (),
+    at: Tensor | None = None,
+    layer: int = 0,
 ) -> tuple[Tensor, KV]:
-    """Self-attention of the 2H input ``x`` [..., T, 2H] -> ([..., T, H], this step's keys and values); a later chain
-    step may run on some rows only: ``x`` [..., N, 2H] at rows ``at`` [N] (see :func:`_attend`)."""
-    a, lead, nh = "midlayer.self_attn.", x.shape[:-1], c.num_heads  # lead: (..., T)
+    """Self-attention of layer ``layer`` on its input ``x`` [..., T, 2H] (layer 0; H after) -> ([..., T, H], this
+    step's keys and values); ``past``: this layer's keys and values of the earlier chain steps; a later chain step may
+    run on some rows only: ``x`` [..., N, 2H] at rows ``at`` [N] (see :func:`_attend`)."""
+    a, lead, nh = c.layer(layer) + "self_attn.", x.shape[:-1], c.num_heads  # lead: (..., T)
     if c.attention == "mha":
         q = F.linear(x, w[a + "q_proj.weight"]).view(*lead, nh, c.head_dim)  # [.., T, nh*hd] -> [.., T, nh, hd]
         k = F.linear(x, w[a + "k_proj.weight"]).view(*lead, c.num_kv_heads, c.head_dim)  # -> [..., T, nkv, hd]
@@ -351,13 +419,14 @@ def attention(
         scale = (dn + dr) ** -0.5
         if c.rope_type == "yarn" and c.rope_params.get("mscale_all_dim"):
             scale *= _mscale(c.rope_params["factor"], c.rope_params["mscale_all_dim"]) ** 2
-    out = _attend(q, [kv_[0] for kv_ in past] + [k], [kv_[1] for kv_ in past] + [v], scale, at)  # [..., T, nh, d_v]
+    keys, values = [kv_[0] for kv_ in past] + [k], [kv_[1] for kv_ in past] + [v]
+    out = _attend(q, keys, values, scale, at, c.windows[layer])  # [..., T, nh, d_v]
     return F.linear(out.reshape(*lead, -1), w[a + "o_proj.weight"]), (k, v)  # -> [..., T, nh*d_v] -> [..., T, H]
 
 
-def mlp(w: DraftWeights, y: Tensor) -> Tensor:
-    """SwiGLU: down(silu(gate(y)) * up(y))."""
-    m = "midlayer.mlp."
+def mlp(w: DraftWeights, y: Tensor, layer: str = FIRST) -> Tensor:
+    """SwiGLU of the layer with prefix ``layer``: down(silu(gate(y)) * up(y))."""
+    m = layer + "mlp."
     gate, up = F.linear(y, w[m + "gate_proj.weight"]), F.linear(y, w[m + "up_proj.weight"])
     return F.linear(F.silu(gate) * up, w[m + "down_proj.weight"])
 
@@ -371,7 +440,7 @@ def draft_step(
     first_step: bool,
     positions: Tensor,
     embed: Tensor | None = None,
-    past: Sequence[KV] = (),
+    past: Sequence[LayersKV] = (),
     rows: RowFlags | None = None,
     at: Tensor | None = None,
 ) -> StepOutput:
@@ -400,14 +469,24 @@ def draft_step(
         h = F.linear(h, w["fc.weight"], w.get("fc.bias"))  # [..., T, H]
     en, hn = rms_norm(e, w["midlayer.input_layernorm.weight"], eps), rms_norm(h, w["midlayer.hidden_norm.weight"], eps)
     residual = hn if c.norm_before_residual else h
-    o, kv = attention(c, w, torch.cat([en, hn], dim=-1), positions, past, at)  # x [..., T, 2H], embeddings first
+    x = torch.cat([en, hn], dim=-1)  # [..., T, 2H], embeddings first
+    o, kv = attention(c, w, x, positions, [p[0] for p in past], at)
     s1 = o + residual
     s = mlp(w, rms_norm(s1, w["midlayer.post_attention_layernorm.weight"], eps)) + s1
+    kvs = [kv]
+    for n in range(1, c.num_layers):  # a plain pre-norm decoder layer over H
+        p = c.layer(n)
+        o, kv = attention(
+            c, w, rms_norm(s, w[p + "input_layernorm.weight"], eps), positions, [q[n] for q in past], at, n
+        )
+        y = o + s
+        s = mlp(w, rms_norm(y, w[p + "post_attention_layernorm.weight"], eps), p) + y
+        kvs.append(kv)
     out = rms_norm(s, w["norm.weight"], eps)
     head_norm, norm_output = (c.head_norm, c.norm_output) if rows is None else (rows.head_norm, rows.norm_output)
     logits = F.linear(_either(head_norm, out, s), w["lm_head.weight"])  # [..., T, Vd]
     d = logits.argmax(dim=-1)
-    return StepOutput(logits, d + w["d2t"][d], s, out, _either(norm_output, out, s), kv)
+    return StepOutput(logits, d + w["d2t"][d], s, out, _either(norm_output, out, s), tuple(kvs))
 
 
 def chain(
@@ -479,7 +558,7 @@ def chains(
     norm_output = torch.tensor([r.norm_output for r in readings], device=device)
     flags = RowFlags(norm_output, torch.tensor([r.head_norm for r in readings], device=device))
     tokens, hidden = token_ids.expand(len(readings), -1), aux  # [T] -> [R, T]
-    past: list[KV] = []
+    past: list[LayersKV] = []
     going: Tensor | None = None  # [R', N]: rows each live reading goes on from
     out: list[list[Tensor]] = [[] for _ in readings]
     for s in range(max(r.steps for r in readings)):
@@ -487,7 +566,7 @@ def chains(
         if len(still) < len(live):  # readings done: drop them from the batch and from the keys and values kept
             keep = torch.tensor(still, device=device)
             tokens, hidden, flags = tokens[keep], hidden[keep], flags[keep]
-            past = [(k[keep], v[keep]) for k, v in past]
+            past = [tuple((k[keep], v[keep]) for k, v in layers) for layers in past]
             going = None if going is None else going[keep]
             live = [live[i] for i in still]
         if going is not None and not bool(going.all()):  # rows no reading goes on from: drop them (not step 0's kv)
@@ -495,7 +574,7 @@ def chains(
             if rows.numel() == 0:
                 break
             at, tokens, hidden, going = at[rows], tokens[:, rows], hidden[:, rows], going[:, rows]
-            past = past[:1] + [(k[:, rows], v[:, rows]) for k, v in past[1:]]
+            past = past[:1] + [tuple((k[:, rows], v[:, rows]) for k, v in layers) for layers in past[1:]]
         step = draft_step(
             config, weights, tokens, hidden, first_step=s == 0, positions=at + s, embed=embed, past=past, rows=flags,
             at=None if s == 0 else at,
@@ -518,5 +597,5 @@ def chain_elements(config: Eagle3Config, t: int, steps: int) -> int:
     c = config
     head = max(c.head_dim, (c.qk_nope_head_dim or 0) + (c.qk_rope_head_dim or 0), c.v_head_dim or 0)
     per_token = 2 * c.num_aux * c.target_hidden_size + c.draft_vocab_size + 4 * c.intermediate_size + 8 * c.hidden_size
-    per_token += 4 * c.num_heads * (t + steps) + steps * 2 * c.num_heads * head
+    per_token += 4 * c.num_heads * (t + steps) + steps * 2 * c.num_heads * head * c.num_layers
     return t * per_token
