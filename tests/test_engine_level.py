@@ -305,22 +305,32 @@ AGREEMENT_TOKENS = 128  # new tokens per prompt: about 1,000 tokens over the 8 d
 @pytest.mark.slow
 def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> None:
     """The probe's acceptance length for the configured reading against vLLM's own counters, on the same run: the
-    8 default engine prompts, 128 new tokens each, 3 draft tokens per step, the trained SmolLM2 draft as trained."""
+    8 default engine prompts, 128 new tokens each, 3 draft tokens per step, the trained SmolLM2 draft as trained, and
+    the same draft with a second layer (fixtures/multi_layer.py: the speculators trainer's shape, a plain decoder layer
+    over H with random weights scaled to move the drafts without drowning them): vLLM runs layer 1 as the reference
+    does, and the acceptance moves from the one-layer draft's."""
     from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
     from eagle_convert.probe.run import predict_engine_run
     from fixtures.engine_pair import engine_pair
+    from fixtures.multi_layer import with_later_layers
 
     python = _engine_or_skip()
     target, draft = engine_pair()
+    two_layers = with_later_layers(draft, tmp_path / "two-layers", 2, scale=0.6)
     settings = EngineSettings(python=python, new_tokens=AGREEMENT_TOKENS, baseline=False)
     prompts = engine_prompts(target, settings)
-    (seen,) = observe(target, [draft], prompts, settings, tmp_path)
-    measured, rates = acceptance(seen.drafts, seen.accepted_tokens, seen.accepted_per_position)
-    predicted = predict_engine_run(draft, target, prompts, settings.new_tokens, steps=settings.steps)
-    print(f"vLLM {measured:.4f} over {seen.drafts} drafts {rates}; probe {predicted.acceptance_length:.4f} over "
-          f"{predicted.cycles} cycles {predicted.acceptance_rates}")  # fmt: skip
-    # the same greedy text token for token (float32 on both sides; a near-tie may flip one choice on another CPU)
-    assert sum(a == b for a, b in zip(predicted.outputs, seen.outputs, strict=True)) >= len(prompts) - 1
-    assert abs(predicted.acceptance_length - measured) <= 0.02
-    assert abs(predicted.cycles - seen.drafts) <= 0.02 * seen.drafts
-    assert max(abs(a - b) for a, b in zip(predicted.acceptance_rates, rates, strict=True)) <= 0.02
+    work = tmp_path / "work"
+    work.mkdir()
+    measured_by_draft = []
+    for d, seen in zip((draft, two_layers), observe(target, [draft, two_layers], prompts, settings, work), strict=True):
+        measured, rates = acceptance(seen.drafts, seen.accepted_tokens, seen.accepted_per_position)
+        predicted = predict_engine_run(d, target, prompts, settings.new_tokens, steps=settings.steps)
+        probe = f"{predicted.acceptance_length:.4f} over {predicted.cycles} cycles {predicted.acceptance_rates}"
+        print(f"{d.name}: vLLM {measured:.4f} over {seen.drafts} drafts {rates}; probe {probe}")
+        # the same greedy text token for token (float32 on both sides; a near-tie may flip one choice on another CPU)
+        assert sum(a == b for a, b in zip(predicted.outputs, seen.outputs, strict=True)) >= len(prompts) - 1
+        assert abs(predicted.acceptance_length - measured) <= 0.02
+        assert abs(predicted.cycles - seen.drafts) <= 0.02 * seen.drafts
+        assert max(abs(a - b) for a, b in zip(predicted.acceptance_rates, rates, strict=True)) <= 0.02
+        measured_by_draft.append((measured, seen.drafts))
+    assert measured_by_draft[0] != measured_by_draft[1]  # layer 1 changed what vLLM drafted
