@@ -7,6 +7,7 @@ with the reason when it is missing, except in CI (CI=true), where a missing engi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -307,8 +308,9 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
     """The probe's acceptance length for the configured reading against vLLM's own counters, on the same run: the
     8 default engine prompts, 128 new tokens each, 3 draft tokens per step, the trained SmolLM2 draft as trained, and
     the same draft with a second layer (fixtures/multi_layer.py: the speculators trainer's shape, a plain decoder layer
-    over H with random weights scaled to move the drafts without drowning them): vLLM runs layer 1 as the reference
-    does, and the acceptance moves from the one-layer draft's."""
+    over H with random weights scaled to move the drafts without drowning them), and the draft with sliding-window
+    attention (``layer_types``, window 16: the prompts are 38-42 tokens): vLLM runs layer 1 and the window as the
+    reference does, and each moves the acceptance from the one-layer draft's."""
     from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
     from eagle_convert.probe.run import predict_engine_run
     from fixtures.engine_pair import engine_pair
@@ -317,12 +319,17 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
     python = _engine_or_skip()
     target, draft = engine_pair()
     two_layers = with_later_layers(draft, tmp_path / "two-layers", 2, scale=0.6)
+    sliding = shutil.copytree(draft, tmp_path / "sliding-window")
+    config = json.loads((sliding / "config.json").read_text(encoding="utf-8"))
+    config |= {"layer_types": ["sliding_attention"], "sliding_window": 16}
+    (sliding / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    drafts = [draft, two_layers, sliding]
     settings = EngineSettings(python=python, new_tokens=AGREEMENT_TOKENS, baseline=False)
     prompts = engine_prompts(target, settings)
     work = tmp_path / "work"
     work.mkdir()
     measured_by_draft = []
-    for d, seen in zip((draft, two_layers), observe(target, [draft, two_layers], prompts, settings, work), strict=True):
+    for d, seen in zip(drafts, observe(target, drafts, prompts, settings, work), strict=True):
         measured, rates = acceptance(seen.drafts, seen.accepted_tokens, seen.accepted_per_position)
         predicted = predict_engine_run(d, target, prompts, settings.new_tokens, steps=settings.steps)
         probe = f"{predicted.acceptance_length:.4f} over {predicted.cycles} cycles {predicted.acceptance_rates}"
@@ -333,4 +340,4 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
         assert abs(predicted.cycles - seen.drafts) <= 0.02 * seen.drafts
         assert max(abs(a - b) for a, b in zip(predicted.acceptance_rates, rates, strict=True)) <= 0.02
         measured_by_draft.append((measured, seen.drafts))
-    assert measured_by_draft[0] != measured_by_draft[1]  # layer 1 changed what vLLM drafted
+    assert len(set(measured_by_draft)) == 3  # layer 1 and the window each changed what vLLM drafted
