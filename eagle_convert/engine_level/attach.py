@@ -25,14 +25,16 @@ fields needed) is an :class:`AttachError` (exit 2) with a one-line message and a
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import math
 import os
 import re
+import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -45,6 +47,9 @@ from eagle_convert.errors import UsageError
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
 ENGINES = ("vllm", "sglang")
 SETTLE_S = 10.0  # vLLM records a step's counters just after it answers: wait this long for them to catch up
+MAX_BODY_BYTES = 64 << 20  # the largest answer read (a vLLM /metrics page is tens of KiB, an answer a few KiB)
+MAX_REDIRECTS = 3  # same-origin redirects followed; one to another origin is an error
+MAX_POSITIONS = 256  # draft positions a server may report (EAGLE3 chains and trees draft at most a few dozen)
 
 _SPEC = "vllm:spec_decode_num_"
 DRAFTS, DRAFT_TOKENS, ACCEPTED = f"{_SPEC}drafts_total", f"{_SPEC}draft_tokens_total", f"{_SPEC}accepted_tokens_total"
@@ -127,28 +132,77 @@ class _Server:
 
     def request(self, path: str, body: dict[str, Any] | None, timeout: float, phase: str) -> bytes:
         """GET (``body`` None) or POST JSON to ``path``; the body of a 2xx answer, else an AttachError for ``phase``
-        ("before the run" / "during the run")."""
+        ("before the run" / "during the run"). ``timeout`` bounds the whole exchange (connect, headers, a body read
+        byte by byte), not one socket read; a body over MAX_BODY_BYTES is refused. A redirect is followed within the
+        same origin only: the key is never sent anywhere but the origin the user named."""
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Accept": "application/json"}
+        deadline = time.monotonic() + timeout
+        url = self.url + path
+        for _ in range(MAX_REDIRECTS + 1):
+            status, reason, location, payload = self._exchange(url, data, deadline, path, timeout, phase)
+            if status in (301, 302, 303, 307, 308) and location is not None:
+                target = urllib.parse.urljoin(url, location)
+                if _origin(target) != _origin(self.url):
+                    raise AttachError(
+                        f"{self.url}{path} redirected to another origin, {_origin(target)}: the request was not "
+                        f"sent there (the API key goes to {_origin(self.url)} only)",
+                        hint="point --engine-url at the engine's own address, not at a proxy that redirects",
+                    )
+                url, data = target, (None if status == 303 else data)
+                continue
+            if 200 <= status < 300:
+                return payload
+            raise self._http_error(status, reason, payload, path)
+        raise AttachError(
+            f"{self.url}{path} redirected more than {MAX_REDIRECTS} times",
+            hint="point --engine-url at the engine's own address, not at a proxy that redirects",
+        )
+
+    def _exchange(
+        self, url: str, data: bytes | None, deadline: float, path: str, timeout: float, phase: str
+    ) -> tuple[int, str, str | None, bytes]:
+        """One HTTP exchange before ``deadline``: (status, reason, Location, body). A timer shuts the socket at the
+        deadline, so a server that drips a byte at a time cannot hold the run past it."""
+        parts = urllib.parse.urlsplit(url)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._timeout(path, timeout, phase)
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = kind(parts.hostname or "", parts.port, timeout=remaining)
+        headers = {"Accept": "application/json", "Host": parts.netloc}
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.url + path, data=data, headers=headers)
+        timer: threading.Timer | None = None
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                payload: bytes = response.read()
-                return payload
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc, path) from None
-        except TimeoutError as exc:
-            raise self._timeout(path, timeout, phase) from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
+            conn.connect()  # the socket, held here: the connection lets go of it once a closing answer begins
+            timer = threading.Timer(max(deadline - time.monotonic(), 0.0), _shut, (conn.sock,))
+            timer.daemon = True
+            timer.start()
+            target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+            conn.request("POST" if data is not None else "GET", target, body=data, headers=headers)
+            response = conn.getresponse()
+            payload = response.read(MAX_BODY_BYTES + 1)
+            if time.monotonic() >= deadline:  # the timer cut it short: what arrived is not the answer
+                raise self._timeout(path, timeout, phase)
+            if len(payload) > MAX_BODY_BYTES:
+                raise AttachError(
+                    f"{self.url}{path} answered more than {MAX_BODY_BYTES:,} bytes {phase}: refused unread",
+                    hint="point --engine-url at the engine's own HTTP server; its answers are far smaller",
+                )
+            declared = response.getheader("Content-Length") or ""
+            if declared.isdigit() and len(payload) < int(declared):
+                raise self._gone(f"the answer ended after {len(payload)} of its {declared} bytes", phase)
+            return response.status, response.reason, response.getheader("Location"), payload
+        except (http.client.HTTPException, OSError) as exc:  # reset, closed mid-answer, refused, timed out
+            if time.monotonic() >= deadline or isinstance(exc, TimeoutError):
                 raise self._timeout(path, timeout, phase) from exc
-            raise self._gone(exc.reason, phase) from exc
-        except (http.client.HTTPException, ConnectionError, OSError) as exc:  # reset, closed mid-answer, refused
             raise self._gone(exc, phase) from exc
+        finally:
+            if timer is not None:
+                timer.cancel()
+            conn.close()
 
     def json(self, path: str, body: dict[str, Any] | None, timeout: float, phase: str) -> Any:
         raw = self.request(path, body, timeout, phase)
@@ -161,15 +215,15 @@ class _Server:
                 "a proxy page",
             ) from None
 
-    def _http_error(self, exc: urllib.error.HTTPError, path: str) -> AttachError:
-        body = _clip(exc.read() if exc.fp is not None else b"", self.token)
-        if exc.code in (401, 403):
+    def _http_error(self, status: int, reason: str, payload: bytes, path: str) -> AttachError:
+        body = _clip(payload, self.token)
+        if status in (401, 403):
             return AttachError(
-                f"{self.url}{path} refused the request: HTTP {exc.code} {exc.reason}",
+                f"{self.url}{path} refused the request: HTTP {status} {_clip(reason.encode())}",
                 hint=f"pass the server's API key with --engine-url-token or ${TOKEN_ENV}",
             )
         return AttachError(
-            f"{self.url}{path} answered HTTP {exc.code} {exc.reason}: {body}",
+            f"{self.url}{path} answered HTTP {status} {_clip(reason.encode())}: {body}",
             hint="the server's own log says why; check that it serves the target named by --target",
         )
 
@@ -193,6 +247,28 @@ class _Server:
         )
 
 
+def _shut(sock: socket.socket | None) -> None:
+    """At the deadline: end the exchange whatever it is waiting for (a blocked read returns at once)."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port of ``url`` (the default port written out), without any user info."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, for every message that names it."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
 def _reason(reason: object) -> str:
     if isinstance(reason, BaseException):
         text = str(reason) or type(reason).__name__
@@ -208,10 +284,27 @@ def _clip(raw: bytes, token: str | None = None, limit: int = 200) -> str:
 
 
 def _server(url: str, token: str | None) -> _Server:
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.strip("/") or parsed.query:
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        parsed.port  # noqa: B018 -- a port that is not a number raises here
+    except ValueError:
+        parsed = None
+    shown = redact_url(url)
+    if parsed is not None and "@" in parsed.netloc:
         raise UsageError(
-            f"--engine-url {url!r} is not an http(s)://HOST:PORT address",
+            f"--engine-url {shown!r} carries a user name or password: refused (it would be sent and printed)",
+            hint=f"give the address alone and the API key with --engine-url-token or ${TOKEN_ENV}",
+        )
+    if (
+        parsed is None
+        or parsed.scheme not in ("http", "https")
+        or not parsed.hostname
+        or parsed.path.strip("/")
+        or parsed.query
+        or parsed.fragment
+    ):
+        raise UsageError(
+            f"--engine-url {shown!r} is not an http(s)://HOST:PORT address",
             hint="give the server's base address, e.g. http://10.0.0.5:8000 (no /v1 or other path)",
         )
     return _Server(url.rstrip("/"), token or None)
@@ -386,6 +479,40 @@ def _sglang_info(server: _Server, info: Any) -> ServerInfo:
     )
 
 
+def _count(server: _Server, path: str, what: str, value: Any) -> int:
+    """A count the server reported: a finite whole number >= 0, else a server fault (never a measurement)."""
+    number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number < 0 or number != int(number):
+        raise _fault(server, path, f"{what} is {_clip(repr(value).encode(), limit=60)}, not a count")
+    return int(number)
+
+
+def _consistent(
+    server: _Server, path: str, drafts: int, draft_tokens: int, accepted: int, positions: list[int]
+) -> None:
+    """The run's counters against each other: accepted <= drafted tokens, at least one token per draft, and the
+    per-position counts summing to the accepted total, none above the drafts."""
+    problems = []
+    if accepted > draft_tokens:
+        problems.append(f"{accepted} accepted tokens exceed the {draft_tokens} drafted")
+    if draft_tokens < drafts:
+        problems.append(f"{draft_tokens} draft tokens over {drafts} drafts")
+    if positions and sum(positions) != accepted:
+        problems.append(f"the per-position counts sum to {sum(positions)}, not the {accepted} accepted")
+    if any(p > drafts for p in positions):
+        problems.append(f"a position accepted more than the {drafts} drafts ({max(positions)})")
+    if problems:
+        raise _fault(server, path, "; ".join(problems))
+
+
+def _fault(server: _Server, path: str, what: str) -> AttachError:
+    return AttachError(
+        f"{server.url}{path} reported impossible numbers: {what} (a server fault: nothing was measured)",
+        hint="the server restarted, or something between this tool and the engine rewrites its answers; rerun "
+        "against the engine's own address when it serves steadily",
+    )
+
+
 def _missing(server: _Server, path: str, what: str) -> AttachError:
     return AttachError(
         f"{server.url}{path} answered without {what}",
@@ -506,7 +633,16 @@ def _run_vllm(
     }
     after = _settled(server, before, expected[REQUESTS], timeout)
     wall = time.perf_counter() - started
+    for name in (*expected, DRAFTS, DRAFT_TOKENS, ACCEPTED):
+        _count(server, "/metrics", f"{name} before the run", _total(before, name))
+        _count(server, "/metrics", f"{name} after the run", _total(after, name))
     moved = {name: _total(after, name) - _total(before, name) for name in (*expected, DRAFTS, DRAFT_TOKENS, ACCEPTED)}
+    backwards = [n for n, v in moved.items() if v < 0]
+    if backwards:
+        n = backwards[0]
+        raise _fault(
+            server, "/metrics", f"{n} went backwards during the run, from {_total(before, n):g} to {_total(after, n):g}"
+        )
     if moved[REQUESTS] < expected[REQUESTS]:
         raise AttachError(
             f"the counters of {server.url}/metrics counted {moved[REQUESTS]:.0f} finished requests during the run, "
@@ -522,7 +658,13 @@ def _run_vllm(
             hint="serve the target with the draft (--speculative-config), and ask for more than one new token",
         )
     pos_before, pos_after = _per_position(before), _per_position(after)
-    per_position = [int(pos_after[i] - pos_before.get(i, 0.0)) for i in sorted(pos_after)]
+    if len(pos_after) > MAX_POSITIONS:
+        raise _fault(server, "/metrics", f"{ACCEPTED_PER_POS} has {len(pos_after)} positions")
+    per_position = [
+        _count(server, "/metrics", f"{ACCEPTED_PER_POS} at position {i}", pos_after[i] - pos_before.get(i, 0.0))
+        for i in sorted(pos_after)
+    ]
+    _consistent(server, "/metrics", drafts, int(moved[DRAFT_TOKENS]), int(moved[ACCEPTED]), per_position)
     return _Counts(
         outputs=[a["token_ids"] for a in answers],
         drafts=drafts,
@@ -581,17 +723,45 @@ def _run_sglang(
     started = time.perf_counter()
     answers = _send_all(prompts, concurrency, send)
     wall = time.perf_counter() - started
-    metas = [a["meta"] for a in answers]
-    drafts = sum(int(m["spec_verify_ct"]) for m in metas)
-    accepted = sum(int(m["spec_num_correct_drafts"]) for m in metas)
-    proposed = sum(int(m.get("spec_num_proposed_drafts", 0)) for m in metas)
-    histogram = [0] * max((len(m.get("spec_correct_drafts_histogram") or []) for m in metas), default=0)
-    for m in metas:
-        for n, steps in enumerate(m.get("spec_correct_drafts_histogram") or []):
-            histogram[n] += int(steps)
-    # a step that accepted n draft tokens accepted one at each of positions 0..n-1
-    width = max(info.num_speculative_tokens or 0, len(histogram) - 1)
-    per_position = [sum(histogram[n] for n in range(p + 1, len(histogram))) for p in range(width)]
+    drafts, accepted, proposed, histogram = 0, 0, 0, [0] * (MAX_POSITIONS + 1)
+    longest = 0
+    for m in (a["meta"] for a in answers):
+        verify = _count(server, "/generate", "meta_info.spec_verify_ct", m["spec_verify_ct"])
+        correct = _count(server, "/generate", "meta_info.spec_num_correct_drafts", m["spec_num_correct_drafts"])
+        drafts, accepted = drafts + verify, accepted + correct
+        proposed += _count(
+            server, "/generate", "meta_info.spec_num_proposed_drafts", m.get("spec_num_proposed_drafts", 0)
+        )
+        steps = m.get("spec_correct_drafts_histogram") or []
+        if not isinstance(steps, list) or len(steps) > MAX_POSITIONS + 1:
+            size = len(steps) if isinstance(steps, list) else type(steps).__name__
+            raise _fault(server, "/generate", f"meta_info.spec_correct_drafts_histogram is {size} entries long")
+        counts = [_count(server, "/generate", f"spec_correct_drafts_histogram[{n}]", v) for n, v in enumerate(steps)]
+        # one entry per verify step, at the number of drafts it accepted (SGLang 0.5.23
+        # srt/managers/scheduler_components/batch_result_processor.py:832-836)
+        weighted = sum(n * c for n, c in enumerate(counts))
+        if steps and (sum(counts) != verify or weighted != correct):
+            raise _fault(
+                server,
+                "/generate",
+                f"meta_info.spec_correct_drafts_histogram ({sum(counts)} steps, {weighted} drafts accepted) disagrees "
+                f"with spec_verify_ct {verify} and spec_num_correct_drafts {correct}",
+            )
+        for n, c in enumerate(counts):
+            histogram[n] += c
+        longest = max(longest, len(counts))
+    # a step that accepted n draft tokens accepted one at each of positions 0..n-1: suffix sums, linear time
+    width = max(info.num_speculative_tokens or 0, longest - 1)
+    per_position, tail = [0] * width, 0
+    for p in range(min(width, MAX_POSITIONS), 0, -1):
+        tail += histogram[p]
+        per_position[p - 1] = tail
+    if info.num_speculative_tokens and accepted > drafts * info.num_speculative_tokens:
+        raise _fault(
+            server,
+            "/generate",
+            f"{accepted} accepted drafts over {drafts} verify steps of {info.num_speculative_tokens} draft tokens",
+        )
     return _Counts(
         outputs=[a["token_ids"] for a in answers],
         drafts=drafts,

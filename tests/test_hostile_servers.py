@@ -1,0 +1,335 @@
+"""``--engine-url`` against servers that misbehave (issue 29): every misbehaviour is an AttachError or a usage error
+(exit 2) with a clear message, never a measurement, never a hang, and the API key goes nowhere but the origin named.
+
+The servers are ``http.server`` instances on 127.0.0.1 started and stopped by each test. The vLLM one answers in the
+shapes of vLLM's OpenAI server (``/v1/models``, ``/v1/completions``, Prometheus ``/metrics``: the same counters the
+real-server tests in tests/test_engine_url.py read); the SGLang one answers ``/server_info`` and ``/generate``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from eagle_convert.engine_level import attach
+from eagle_convert.engine_level.attach import AttachError, run
+from eagle_convert.errors import UsageError
+from tests.conftest import ROOT
+
+KEY = "sk-hostile-test-5e9a"
+PROMPTS = [[1, 2, 3], [4, 5, 6, 7]]
+NEW = 8
+GOOD = {"drafts": 10, "draft_tokens": 30, "accepted": 12, "positions": [7, 4, 1]}  # what an honest run moves
+
+
+def _metrics(requests: float, counts: dict[str, Any]) -> str:
+    lines = [
+        f'vllm:request_success_total{{finished_reason="length"}} {requests}',
+        f"vllm:prompt_tokens_total {7 if requests else 0}",
+        f"vllm:generation_tokens_total {NEW * requests}",
+        f"vllm:spec_decode_num_drafts_total {counts['drafts']}",
+        f"vllm:spec_decode_num_draft_tokens_total {counts['draft_tokens']}",
+        f"vllm:spec_decode_num_accepted_tokens_total {counts['accepted']}",
+    ]
+    lines += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}'
+        for i, v in enumerate(counts["positions"])
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class _Vllm(BaseHTTPRequestHandler):
+    """A vLLM-shaped server; ``after``: the counters once the run's requests are answered (before: all zero)."""
+
+    after: dict[str, Any] = GOOD
+    before: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "positions": [0, 0, 0]}  # noqa: RUF012
+    answered = 0
+    routes: dict[str, Callable[[_Vllm], None]] = {}  # noqa: RUF012 -- per test: a path's own misbehaviour
+    seen: list[tuple[str, str | None]] = []  # noqa: RUF012 -- (path, Authorization) of every request
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _route(self) -> bool:
+        type(self).seen.append((self.path, self.headers.get("Authorization")))
+        special = type(self).routes.get(self.path)
+        if special is not None:
+            special(self)
+            return True
+        return False
+
+    def do_GET(self) -> None:
+        if self._route():
+            return
+        cls = type(self)
+        if self.path == "/metrics":
+            done = cls.answered >= len(PROMPTS)
+            text = _metrics(float(len(PROMPTS)) if done else 0.0, cls.after if done else cls.before)
+            self._send(200, text.encode(), "text/plain")
+        elif self.path == "/version":
+            self._send(200, b'{"version": "0.32.0"}')
+        elif self.path == "/v1/models":
+            self._send(200, json.dumps({"data": [{"id": "target", "root": "/models/target"}]}).encode())
+        else:
+            self._send(404, b'{"detail": "Not Found"}')
+
+    def do_POST(self) -> None:
+        if self._route():
+            return
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        answer = {
+            "choices": [{"token_ids": list(range(body["max_tokens"])), "finish_reason": "length"}],
+            "usage": {"completion_tokens": body["max_tokens"]},
+        }
+        type(self).answered += 1
+        self._send(200, json.dumps(answer).encode())
+
+
+@contextmanager
+def _serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[str]:
+    cls = type("Handler", (handler,), {"seen": [], "answered": 0, **attrs})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), cls)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _attach(url: str, timeout: float = 10.0) -> Any:
+    return run(url, KEY, PROMPTS, NEW, concurrency=2, timeout=timeout)
+
+
+def _no_key(error: Exception) -> None:
+    assert KEY not in str(error) and KEY not in (getattr(error, "hint", None) or "") and KEY not in repr(error)
+
+
+def test_an_honest_fake_server_is_measured() -> None:
+    """The control: the fake's honest answers give a run (so each failure below is the misbehaviour's)."""
+    with _serve(_Vllm) as url:
+        got = _attach(url)
+    assert (got.drafts, got.accepted_tokens, got.accepted_per_position) == (10, 12, [7, 4, 1])
+
+
+# ---- severity 1: the key goes nowhere else; impossible numbers never count -------------------------------------------
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_a_redirect_to_another_origin_is_an_error_and_the_key_never_arrives_there(code: int) -> None:
+    with _serve(_Vllm) as other:
+
+        def redirect(handler: _Vllm) -> None:
+            handler.send_response(code)
+            handler.send_header("Location", f"{other}/metrics")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+
+        with _serve(_Vllm, routes={"/metrics": redirect}) as url, pytest.raises(AttachError) as error:
+            _attach(url)
+        elsewhere = _Vllm.seen
+    assert "redirected to another origin" in error.value.message and other.replace("http://", "") in error.value.message
+    assert url in error.value.message and error.value.exit_code == 2
+    assert not [s for s in elsewhere if s[1] is not None]
+    _no_key(error.value)
+
+
+def test_a_redirect_within_the_origin_is_followed() -> None:
+    def redirect(handler: _Vllm) -> None:
+        handler.send_response(302)
+        handler.send_header("Location", "/version")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with _serve(_Vllm, routes={"/v0/version": redirect}) as url:
+        server = attach._server(url, KEY)
+        assert json.loads(server.request("/v0/version", None, 5.0, "before the run")) == {"version": "0.32.0"}
+
+
+@pytest.mark.parametrize("url", ["http://admin:hunter2@127.0.0.1:9", "http://hunter2@127.0.0.1:9"])
+def test_a_url_with_user_info_is_refused_without_printing_it(url: str) -> None:
+    with pytest.raises(UsageError) as error:
+        run(url, None, PROMPTS, NEW)
+    assert "hunter2" not in error.value.message and "***@127.0.0.1:9" in error.value.message
+    assert "--engine-url-token" in (error.value.hint or "")
+
+
+def test_verify_with_a_user_info_url_exits_2_and_prints_no_password(tmp_path: Any) -> None:
+    command = [sys.executable, "-m", "eagle_convert", "verify", str(ROOT / "fixtures" / "smollm2-eagle3")]
+    command += ["--engine-url", "http://u:s3cr3t-pw@127.0.0.1:9", "--json", "--no-hash"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "s3cr3t-pw" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+IMPOSSIBLE = {
+    "accepted over drafted": ({**GOOD, "accepted": 31, "positions": [10, 10, 11]}, "exceed the 30 drafted"),
+    "per-position disagrees": ({**GOOD, "positions": [7, 4, 2]}, "sum to 13, not the 12 accepted"),
+    "a position over the drafts": ({**GOOD, "accepted": 12, "positions": [11, 1, 0]}, "more than the 10 drafts"),
+    "negative": ({**GOOD, "accepted": -3, "positions": [-3, 0, 0]}, "is -3.0, not a count"),
+    "NaN": ({**GOOD, "drafts": "NaN"}, "is nan, not a count"),
+    "infinite": ({**GOOD, "draft_tokens": "+Inf"}, "is inf, not a count"),
+    "fractional": ({**GOOD, "drafts": 10.5}, "is 10.5, not a count"),
+    "fewer tokens than drafts": ({**GOOD, "draft_tokens": 9, "accepted": 9, "positions": [5, 4, 0]}, "9 draft tokens"),
+}
+
+
+@pytest.mark.parametrize("case", list(IMPOSSIBLE))
+def test_impossible_vllm_counters_are_a_server_fault(case: str) -> None:
+    after, says = IMPOSSIBLE[case]
+    with _serve(_Vllm, after=after) as url, pytest.raises(AttachError) as error:
+        _attach(url)
+    assert "reported impossible numbers" in error.value.message and says in error.value.message, error.value.message
+    assert error.value.exit_code == 2
+
+
+def test_vllm_counters_that_go_backwards_are_a_server_fault() -> None:
+    """A restart between the scrapes: the counters after the run are below those before it."""
+    before = {"drafts": 50, "draft_tokens": 150, "accepted": 60, "positions": [30, 20, 10]}
+    with _serve(_Vllm, before=before) as url, pytest.raises(AttachError) as error:
+        _attach(url)
+    assert "went backwards during the run, from 50 to 10" in error.value.message
+
+
+def test_zero_drafts_is_not_a_measurement() -> None:
+    zero = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "positions": [0, 0, 0]}
+    with _serve(_Vllm, after=zero) as url, pytest.raises(AttachError, match="drafted nothing"):
+        _attach(url)
+
+
+# ---- severity 2: bounded in time and size ------------------------------------------------------------------------
+
+
+def test_a_server_that_drips_its_answer_hits_the_total_deadline() -> None:
+    """One byte every 0.2 s never trips a per-read timeout; the whole exchange has 1.5 s."""
+
+    def drip(handler: _Vllm) -> None:
+        body = b'{"version": "0.32.0"}' + b" " * 200
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for byte in body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.2)
+
+    with _serve(_Vllm, routes={"/version": drip}) as url:
+        server = attach._server(url, KEY)
+        started = time.monotonic()
+        with pytest.raises(AttachError, match=r"did not answer within 1\.5 s before the run") as error:
+            server.request("/version", None, 1.5, "before the run")
+        assert time.monotonic() - started < 4.0
+    assert error.value.exit_code == 2
+
+
+def test_a_header_that_never_ends_hits_the_total_deadline() -> None:
+    def headers_forever(handler: _Vllm) -> None:
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(100):
+            handler.wfile.write(f"X-Drip-{i}: a\r\n".encode())
+            handler.wfile.flush()
+            time.sleep(0.2)
+
+    with _serve(_Vllm, routes={"/version": headers_forever}) as url:
+        started = time.monotonic()
+        with pytest.raises(AttachError, match="did not answer within 1 s"):
+            attach._server(url, KEY).request("/version", None, 1.0, "before the run")
+        assert time.monotonic() - started < 4.0
+
+
+def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attach, "MAX_BODY_BYTES", 1 << 16)
+
+    def huge(handler: _Vllm) -> None:
+        body = b"vllm:spec_decode_num_drafts_total 1\n" * 30_000
+        handler._send(200, body, "text/plain")
+
+    with _serve(_Vllm, routes={"/metrics": huge}) as url, pytest.raises(AttachError, match=r"answered more than 65,536 bytes before the run: refused unread"):
+        _attach(url)
+
+
+# ---- SGLang's per-request numbers --------------------------------------------------------------------------------
+
+
+class _Sglang(BaseHTTPRequestHandler):
+    meta: dict[str, Any] = {}  # noqa: RUF012 -- the meta_info every /generate answer carries
+    seen: list[Any] = []  # noqa: RUF012
+    answered = 0
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, payload: Any) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self) -> None:
+        if self.path == "/server_info":
+            info = {"model_path": "/m/target", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
+            self._send(200, {**info, "speculative_draft_model_path": "/m/draft", "version": "0.5.23"})
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        new = body["sampling_params"]["max_new_tokens"]
+        meta = {"completion_tokens": new, **type(self).meta}
+        self._send(200, {"text": "", "output_ids": list(range(new)), "meta_info": meta})
+
+
+SGLANG_GOOD = {"spec_verify_ct": 4, "spec_num_correct_drafts": 5, "spec_correct_drafts_histogram": [0, 3, 1]}
+SGLANG_IMPOSSIBLE = {
+    "histogram over the steps": ({**SGLANG_GOOD, "spec_correct_drafts_histogram": [1, 3, 1]}, "disagrees"),
+    "histogram under the accepted": ({**SGLANG_GOOD, "spec_num_correct_drafts": 7}, "disagrees"),
+    "NaN verify count": ({**SGLANG_GOOD, "spec_verify_ct": float("nan")}, "not a count"),
+    "negative accepted": ({**SGLANG_GOOD, "spec_num_correct_drafts": -1}, "not a count"),
+    "a string count": ({**SGLANG_GOOD, "spec_verify_ct": "4"}, "not a count"),
+    "more accepted than drafted": (
+        {"spec_verify_ct": 2, "spec_num_correct_drafts": 8, "spec_correct_drafts_histogram": []},
+        "16 accepted drafts over 4 verify steps of 3 draft tokens",
+    ),
+    "a ten-million-entry histogram": (
+        {**SGLANG_GOOD, "spec_correct_drafts_histogram": [0] * 10_000_000},
+        "10000000 entries long",
+    ),
+}
+
+
+def test_an_honest_sglang_fake_is_measured() -> None:
+    with _serve(_Sglang, meta=SGLANG_GOOD) as url:
+        got = _attach(url)
+    assert (got.drafts, got.accepted_tokens, got.accepted_per_position) == (8, 10, [8, 2, 0])
+
+
+@pytest.mark.parametrize("case", list(SGLANG_IMPOSSIBLE))
+def test_impossible_sglang_numbers_are_a_server_fault(case: str) -> None:
+    meta, says = SGLANG_IMPOSSIBLE[case]
+    started = time.monotonic()
+    with _serve(_Sglang, meta=meta) as url, pytest.raises(AttachError) as error:
+        _attach(url, timeout=60.0)
+    assert "reported impossible numbers" in error.value.message and says in error.value.message, error.value.message
+    assert time.monotonic() - started < 30  # linear in what the server sends, whatever it sends
