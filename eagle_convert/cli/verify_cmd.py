@@ -257,6 +257,9 @@ def verify(
         if level != "engine":
             raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
         check_engine_args(engine_level_engine(resolve_engines(chosen_engine)), engine_settings.engine_args)
+    if output is not None:
+        inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
+        refuse_output_over_inputs(output, [Path(p) for p in inputs if p is not None])
     runs: list[tuple[VerifyReport, EagleConvertError | None]] = []
     for path in checkpoints:
         try:
@@ -338,6 +341,23 @@ def _server(url: str | None, token: str | None, concurrency: int, timeout: float
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
     return Server(url, token or token_from_env(), concurrency, timeout, forced)
+
+
+def refuse_output_over_inputs(output: Path, inputs: list[Path]) -> None:
+    """A report written to ``output`` must not replace or land inside anything the run reads (a checkpoint, the
+    target, a token-ids file): UsageError (exit 2) before any work, the input untouched."""
+    real = output.resolve()
+    for given in inputs:
+        if not given.exists():  # a Hub id, or a file the run will report missing
+            continue
+        source = given.resolve()
+        if real == source or (source.is_dir() and real.is_relative_to(source)):
+            where = "is" if real == source else "is inside"
+            raise UsageError(
+                f"--output {where} the input {given}: the report would overwrite what it checks",
+                path=output,
+                hint="write the report outside the checkpoints and the target, e.g. --output verify.json",
+            )
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, ShardIndexError, UnsafePathError
 from eagle_convert.read.jsonstrict import parse_json_object
+from eagle_convert.read.regular import read_regular
 from eagle_convert.read.safetensors_header import SafetensorsHeader, TensorInfo, read_header
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -62,7 +63,7 @@ class LocalStore:
         path = self.root / name
         _ensure_inside(self.root, path)
         try:
-            return path.read_bytes()
+            return read_regular(path)
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror or exc}", path=path) from None
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle_convert.read.regular import open_regular
+
 HASH_CHUNK = 8 << 20
 
 
@@ -23,7 +25,7 @@ def hash_files(root: Path, names: Iterable[str], progress: Callable[[int], None]
     for name in names:
         path = root / name
         digest = hashlib.sha256()
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             while chunk := f.read(HASH_CHUNK):
                 digest.update(chunk)
                 if progress is not None:

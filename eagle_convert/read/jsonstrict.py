@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError
+from eagle_convert.read.regular import read_regular
 
 
 class JsonSyntaxError(ValueError):
@@ -55,7 +56,7 @@ def decode_utf8(data: bytes) -> str:
 def load_json_object(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
     """Read ``path`` as one strict JSON object, raising ``error`` (naming the file) on any problem."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         raise error(f"cannot read {what}: {exc.strerror or exc}", path=path) from None
     return parse_json_object(data, error, what, str(path))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eagle_convert.errors import HeaderError
 from eagle_convert.read.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+from eagle_convert.read.regular import open_regular
 
 PAGE = 4096
 # The reference parser's cap; a larger claimed header is refused before anything is allocated.
@@ -129,7 +130,7 @@ def read_header(path: Path, shard: str | None = None) -> SafetensorsHeader:
     """Read and validate the header of the safetensors file at ``path`` (tensor bytes are never read)."""
     source = str(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             file_size = os.fstat(f.fileno()).st_size
             n = header_length(f.read(8), file_size, source)
             raw = f.read(n)
