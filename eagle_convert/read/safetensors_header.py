@@ -120,7 +120,10 @@ def parse_header(raw: bytes, file_size: int, source: str, shard: str) -> Safeten
 
     data_start = 8 + len(raw)
     buffer_size = file_size - data_start
-    metadata = _metadata(doc.pop("__metadata__", None) or {}, source)  # null is "no metadata", as in the reference
+    given = doc.pop("__metadata__", None)
+    metadata = _metadata(
+        {} if given is None else given, source
+    )  # null is "no metadata", as in the reference; [] is not
     tensors = [_entry(name, value, data_start, source, shard) for name, value in doc.items()]
     _check_coverage(tensors, data_start, buffer_size, source)
     return SafetensorsHeader(Path(source), file_size, data_start, metadata, tuple(tensors))
@@ -167,6 +170,12 @@ def _entry(name: str, value: object, data_start: int, source: str, shard: str) -
         raise HeaderError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative integers", path=source)
     if not _counts(offsets) or len(offsets) != 2:
         raise HeaderError(f"tensor {name!r}: data_offsets {offsets!r} is not [begin, end]", path=source)
+    if any(v > _U64_MAX for v in (*shape, *offsets)) or _overflows(shape):
+        raise HeaderError(
+            f"tensor {name!r}: shape {shape!r} or data_offsets {offsets!r} overflow 64 bits (the safetensors loader "
+            "refuses them)",
+            path=source,
+        )
     begin, end = offsets
     if begin > end:
         raise HeaderError(f"tensor {name!r}: data_offsets begin {begin} > end {end}", path=source)
@@ -179,6 +188,19 @@ def _entry(name: str, value: object, data_start: int, source: str, shard: str) -
             path=source,
         )
     return TensorInfo(name, dtype, tuple(shape), data_start + begin, data_start + end, shard)
+
+
+_U64_MAX = 2**64 - 1  # the safetensors loader reads dimensions and offsets as u64/usize, multiplied with checks
+
+
+def _overflows(shape: list[int]) -> bool:
+    """Whether the element count overflows 64 bits as the loader computes it: a running product, left to right."""
+    count = 1
+    for d in shape:
+        count *= d
+        if count > _U64_MAX:
+            return True
+    return False
 
 
 def _counts(values: object) -> bool:
