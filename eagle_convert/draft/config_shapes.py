@@ -13,9 +13,11 @@ engine model's business (``eagle_convert.engines``). Sources are cited where the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from eagle_convert.draft.aux_layers import to_hidden_states
+from eagle_convert.draft.layouts import MAX_DRAFT_LAYERS
 from eagle_convert.read.config import (
     BANDS_KEY,
     INJECTION_MODE_KEY,
@@ -23,6 +25,7 @@ from eagle_convert.read.config import (
     TARGET_LAYER_IDS_KEY,
     TRAINER_IDS_KEY,
     DraftConfig,
+    TargetConfig,
 )
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -66,8 +69,134 @@ def non_stock_injection(cfg: DraftConfig) -> bool:
     return cfg.injection_mode not in (None, STOCK_INJECTION) or bool(cfg.aux_layer_bands)
 
 
-def config_shape_findings(cfg: DraftConfig, attention: str) -> list[Finding]:
-    return [*_injection(cfg), *_vocab(cfg), *_rope(cfg), *_foreign_model_type(cfg, attention)]
+def config_shape_findings(cfg: DraftConfig, attention: str, target: TargetConfig | None = None) -> list[Finding]:
+    return [
+        *_ranges(cfg),
+        *_agreement(cfg, target),
+        *_injection(cfg),
+        *_vocab(cfg),
+        *_rope(cfg),
+        *_foreign_model_type(cfg, attention),
+    ]
+
+
+# Every size the tool reads from a draft config: (least, most). The bounds are wide (a 1T-parameter target's draft
+# sits far inside them); a value outside is a broken or hostile config, not a model, and nothing downstream may size
+# memory or loops by it. Layers: a draft has a few; positions: 128M is past any released context.
+SIZE_RANGES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1 << 17),
+    "target_hidden_size": (1, 1 << 17),
+    "intermediate_size": (1, 1 << 20),
+    "num_attention_heads": (1, 1 << 12),
+    "num_key_value_heads": (1, 1 << 12),
+    "head_dim": (1, 1 << 12),
+    "num_hidden_layers": (1, MAX_DRAFT_LAYERS),
+    "vocab_size": (1, 1 << 24),
+    "draft_vocab_size": (1, 1 << 24),
+    "max_position_embeddings": (1, 1 << 27),
+    "q_lora_rank": (1, 1 << 16),
+    "kv_lora_rank": (1, 1 << 16),
+    "qk_nope_head_dim": (1, 1 << 12),
+    "qk_rope_head_dim": (1, 1 << 12),
+    "v_head_dim": (1, 1 << 12),
+    "num_aux_hidden_states": (1, 64),
+}
+MAX_ARCHITECTURES = 16  # architecture names a config may list (engines read the first)
+
+
+def _ranges(cfg: DraftConfig) -> list[Finding]:
+    """Each size, norm epsilon, rope setting and list the tool reads, against its type's range (EC020)."""
+    d, out = cfg.dims, []
+
+    def bad(key: str, value: Any, why: str) -> None:
+        shown = repr(value) if not isinstance(value, list) else f"a list of {len(value)}"
+        out.append(
+            finding("EC020", f"{key} is {shown}: {why}", subject=key, actual=None if isinstance(value, list) else value)
+        )
+
+    layer = cfg.raw.get("transformer_layer_config")
+    scopes = [cfg.raw, layer] if isinstance(layer, dict) else [cfg.raw]
+    written = {key: next((s[key] for s in scopes if s.get(key) is not None), None) for key in SIZE_RANGES}
+    # as written (a 0 the parser reads as "absent" is still a 0), else as read
+    values = {key: written[key] if isinstance(written[key], int) else getattr(d, key, None) for key in SIZE_RANGES}
+    values["num_aux_hidden_states"] = written["num_aux_hidden_states"] or cfg.num_aux_hidden_states
+    for key, (least, most) in SIZE_RANGES.items():
+        value = values[key]
+        if value is not None and not least <= value <= most:
+            bad(key, value, f"must lie in {least}..{most}")
+    eps = d.rms_norm_eps
+    if eps is not None and not (math.isfinite(eps) and 0 < eps < 1):
+        bad("rms_norm_eps", eps, "must be a positive number below 1")
+    theta = cfg.rope_theta
+    if theta is not None and not (math.isfinite(theta) and theta > 0):
+        bad("rope_theta", theta, "must be a positive number")
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = cfg.raw.get(key) if key == "rope_scaling" else cfg.rope_parameters
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if factor is not None and (
+            isinstance(factor, bool)
+            or not isinstance(factor, int | float)
+            or not (math.isfinite(factor) and factor > 0)
+        ):
+            bad(f"{key}.factor", factor, "must be a positive number")
+    for key, ids in (
+        ("eagle_aux_hidden_state_layer_ids", cfg.top_level_ids),
+        ("eagle_config.eagle_aux_hidden_state_layer_ids", cfg.eagle_config_ids),
+    ):
+        if ids is not None and not ids:
+            bad(key, ids, "an empty list names no aux state (omit the key for the defaults)")
+    if len(cfg.architectures) > MAX_ARCHITECTURES:
+        bad("architectures", cfg.architectures, f"at most {MAX_ARCHITECTURES} names")
+    return out
+
+
+def _agreement(cfg: DraftConfig, target: TargetConfig | None) -> list[Finding]:
+    """Sizes that must agree with each other, and with the target when it is given (EC020)."""
+    d, out = cfg.dims, []
+    hidden, heads, kv = d.hidden_size, d.num_attention_heads, d.num_key_value_heads
+    if hidden and heads and not d.head_dim_explicit and hidden % heads:
+        out.append(
+            finding(
+                "EC020",
+                f"hidden_size {hidden} is not a multiple of num_attention_heads {heads} and no head_dim is given: "
+                "the engines' head_dim (hidden_size // heads) leaves part of every projection unread",
+                subject="head_dim",
+                actual=hidden / heads,
+            )
+        )
+    if heads and kv and heads % kv:
+        out.append(
+            finding(
+                "EC020",
+                f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}: no engine groups them",
+                subject="num_key_value_heads",
+                actual=kv,
+            )
+        )
+    if d.vocab_size and d.draft_vocab_size and d.draft_vocab_size > d.vocab_size:
+        out.append(
+            finding(
+                "EC020",
+                f"draft_vocab_size {d.draft_vocab_size} exceeds vocab_size {d.vocab_size}: the draft vocabulary is a "
+                "subset of the target's",
+                subject="draft_vocab_size",
+                expected=d.vocab_size,
+                actual=d.draft_vocab_size,
+            )
+        )
+    width = target.hidden_size if target is not None else None
+    if width and hidden and d.target_hidden_size is None and hidden != width:
+        out.append(
+            finding(
+                "EC020",
+                f"hidden_size {hidden} differs from the target's {width} and no target_hidden_size is given: the "
+                f"engines build fc for {hidden}-wide aux states and the target gives {width}-wide ones",
+                subject="target_hidden_size",
+                expected=width,
+                actual=None,
+            )
+        )
+    return out
 
 
 def _injection(cfg: DraftConfig) -> list[Finding]:

@@ -123,7 +123,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
 
     layer_prefix, num_layers = _layers(facts, out)
     attention, attention_evidence = _attention(facts, out)
-    out += config_shape_findings(cfg, attention)
+    out += config_shape_findings(cfg, attention, target)
     moe = _moe(facts)
     if moe:
         out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))

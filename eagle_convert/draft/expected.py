@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eagle_convert.draft.detect import DraftSpec
-from eagle_convert.draft.layouts import CANONICAL_LAYER_PREFIX, LATER_LAYER_PREFIX
+from eagle_convert.draft.layouts import CANONICAL_LAYER_PREFIX, LATER_LAYER_PREFIX, MAX_DRAFT_LAYERS
 from eagle_convert.read.config import Dims
 
 Shape = tuple[int, ...] | None
@@ -160,7 +160,8 @@ def expected_tensors(spec: DraftSpec) -> dict[str, Expected]:
     ]
     out += _attention(d, spec, two_h)
     out += _mlp(d, CANONICAL_LAYER_PREFIX)
-    for i in range(1, max(spec.num_draft_layers, d.num_hidden_layers or 1)):
+    declared = d.num_hidden_layers if d.num_hidden_layers and d.num_hidden_layers <= MAX_DRAFT_LAYERS else 1
+    for i in range(1, max(spec.num_draft_layers, declared)):  # an absurd count is EC020, never a loop bound
         # layers >= 1: a plain pre-norm decoder layer over H (speculators' decoder_layer_class, vLLM's
         # LlamaDecoderLayer with layer_idx > 0); SGLang builds hidden_norm there and norms with it (ENGINES.md E10)
         later = f"{LATER_LAYER_PREFIX}{i}."

@@ -14,6 +14,7 @@ from functools import lru_cache
 OUTER_PREFIXES = ("model.", "draft_model.", "eagle_module.")
 CANONICAL_LAYER_PREFIX = "midlayer."
 LATER_LAYER_PREFIX = "layers."  # canonical draft layer i >= 1 is ``layers.{i}.`` (layer 0 stays ``midlayer.``)
+MAX_DRAFT_LAYERS = 64  # the most layers a draft config may declare: more is EC020, and never sizes a loop
 
 # Local names of tensors outside the decoder layer -> module group shown by `inspect`.
 TOP_LEVEL_NAMES = {

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from eagle_convert.draft.layouts import MAX_DRAFT_LAYERS
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.config import DraftConfig as ParsedConfig
 
@@ -106,6 +107,8 @@ class Eagle3Config:
         if p.attention_bias or raw.get("hidden_act", "silu") != "silu":
             raise ConfigError("reference draft supports a silu MLP and no attention_bias", hint=_HINT)
         layers = d.num_hidden_layers or 1
+        if not 1 <= layers <= MAX_DRAFT_LAYERS:
+            raise ConfigError(f"num_hidden_layers is {layers}: a draft has 1..{MAX_DRAFT_LAYERS} layers", hint=_HINT)
         hidden, heads = need(d.hidden_size, "hidden_size"), need(d.num_attention_heads, "num_attention_heads")
         ids = p.top_level_ids or p.eagle_config_ids
         mla = d.kv_lora_rank is not None or (p.model_type or "").startswith("deepseek")

@@ -345,6 +345,20 @@ _RULES = (
         fix="run `eagle-convert normalize SRC OUT`: it writes model_type llama for an MHA draft",
     ),
     Rule(
+        "EC020",
+        "config-value-out-of-range",
+        "error",
+        summary=(
+            "A size, epsilon, rope factor or list in the draft's config lies outside what any model has (zero or "
+            "negative sizes, astronomically large ones, an empty aux-id list, a 100k-entry architectures), or sizes "
+            "that must agree do not (heads that do not divide hidden_size with no head_dim, KV heads that do not "
+            "divide the heads, a draft vocabulary larger than the target's, hidden_size unlike the target's with no "
+            "target_hidden_size)."
+        ),
+        fix="fix the config from the trainer's own record of the model; normalize refuses it until then",
+        blocks_normalize=True,
+    ),
+    Rule(
         "EC109",
         "aux-ids-wrong-location",
         "warning",
