@@ -16,6 +16,7 @@ import pytest
 from eagle_convert.errors import NormalizeRefused
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.read.config import IDS_KEY
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
 from fixtures.multi_layer import with_later_layers
@@ -94,3 +95,24 @@ def test_a_multi_layer_draft_verifies_at_the_target_level(tmp_path: Path) -> Non
     assert report.probe is not None and report.probe.to_dict()["rows"][0]["hidden_states"] == IDS
     rules = _rules(report.findings)
     assert "EC006" in rules and not {"EC007", "EC008", "EC211", "EC702"} & rules, report.findings
+
+
+def test_a_vllm_normalized_draft_normalizes_back_to_speculators(tmp_path: Path) -> None:
+    """vllm profile, then speculators profile: layers.0.* and layers.1.* again with the source's bytes. The
+    speculators format carries no provenance block, so the re-read before commit takes the format's own (input-to)
+    ids; it used to read them as ambiguous and stop normalize with an internal error."""
+    import torch
+    from safetensors import safe_open
+
+    draft = _speculators_draft(tmp_path)
+    normalize_checkpoint(draft, tmp_path / "vllm", aux_convention="input-to", profile="vllm")
+    back = tmp_path / "back"
+    normalize_checkpoint(tmp_path / "vllm", back, aux_convention="input-to", profile="speculators")
+    config = json.loads((back / "config.json").read_text(encoding="utf-8"))
+    assert config["transformer_layer_config"]["num_hidden_layers"] == 2 and config[IDS_KEY] == IDS
+
+    def tensors(path: Path) -> dict[str, bytes]:
+        with safe_open(str(next(path.glob("*.safetensors"))), "pt") as f:
+            return {n: f.get_tensor(n).view(-1).view(torch.uint8).numpy().tobytes() for n in f.keys()}
+
+    assert tensors(back) == tensors(draft)

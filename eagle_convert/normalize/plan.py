@@ -214,7 +214,7 @@ def normalize_checkpoint(
     if not dry_run:
         files = {"config.json": (json.dumps(raw_out, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
         n = target_cfg.num_hidden_layers if target_cfg else None
-        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n)
+        check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n, PROFILE_CONVENTION.get(profile))
         if progress_total is not None:
             progress_total(report.total_bytes)
         write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
@@ -222,11 +222,21 @@ def normalize_checkpoint(
     return report
 
 
+# Profiles whose format fixes what its ids mean (and which carry no provenance block to say so): the re-read takes
+# their convention, as every reader of that format does.
+PROFILE_CONVENTION = {"speculators": "input-to"}
+
+
 def _check_output(
-    sem: Semantics, family: str | None, engines: tuple[str, ...], num_layers: int | None, tmp: Path
+    sem: Semantics,
+    family: str | None,
+    engines: tuple[str, ...],
+    num_layers: int | None,
+    convention: str | None,
+    tmp: Path,
 ) -> None:
     """Re-read the written draft before it is committed: it must mean exactly what the plan resolved."""
-    spec = detect(open_checkpoint(tmp))
+    spec = detect(open_checkpoint(tmp), aux_convention=convention)
     got = {
         "attention": spec.attention,
         "num_aux_hidden_states": spec.num_aux_hidden_states,
