@@ -264,7 +264,8 @@ def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
         body = b"vllm:spec_decode_num_drafts_total 1\n" * 30_000
         handler._send(200, body, "text/plain")
 
-    with _serve(_Vllm, routes={"/metrics": huge}) as url, pytest.raises(AttachError, match=r"answered more than 65,536 bytes before the run: refused unread"):
+    refused = r"answered more than 65,536 bytes before the run: refused unread"
+    with _serve(_Vllm, routes={"/metrics": huge}) as url, pytest.raises(AttachError, match=refused):
         _attach(url)
 
 
