@@ -211,6 +211,8 @@ def test_layer_types_and_windows_are_read_as_the_engines_read_them() -> None:
     assert Eagle3Config.from_config(base).windows == (None, None)
     qwen_rule = {**base, "use_sliding_window": True, "max_window_layers": 1, "sliding_window": 8}
     assert Eagle3Config.from_config(qwen_rule).windows == (None, 8)  # transformers' Qwen3: layers >= max_window_layers
+    llama = {**qwen_rule, "model_type": "llama"}
+    assert Eagle3Config.from_config(llama).windows == (None, None)  # LlamaConfig does not derive layer_types
     with pytest.raises(ConfigError, match="sliding_window"):
         Eagle3Config.from_config({**base, "layer_types": ["sliding_attention", "full_attention"]})
     with pytest.raises(ConfigError, match="layer_types"):

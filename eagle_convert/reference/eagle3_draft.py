@@ -156,13 +156,16 @@ class Eagle3Config:
         )
 
 
+_QWEN_WINDOW_RULE = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")  # config classes that derive layer_types
+
+
 def _windows(raw: dict[str, Any], layers: int) -> tuple[int | None, ...]:
     """Each draft layer's sliding window: ``sliding_window`` where ``layer_types[i]`` is ``sliding_attention``, as
     vLLM's draft layers read it (``llama.py`` LlamaAttention and ``qwen3_eagle3.py``: the draft-relative index into
-    ``layer_types``); without ``layer_types``, transformers' Qwen2/Qwen3 rule (``use_sliding_window``: the layers from
-    ``max_window_layers`` on)."""
+    ``layer_types``); without ``layer_types``, the rule of transformers' Qwen2/Qwen3 config classes, which compute
+    them (``use_sliding_window``: the layers from ``max_window_layers`` on; other families' classes ignore the key)."""
     types, window = raw.get("layer_types"), raw.get("sliding_window")
-    if types is None and raw.get("use_sliding_window"):
+    if types is None and raw.get("use_sliding_window") and raw.get("model_type") in _QWEN_WINDOW_RULE:
         start = raw.get("max_window_layers")
         start = start if isinstance(start, int) else layers
         types = ["sliding_attention" if i >= start else "full_attention" for i in range(layers)]
