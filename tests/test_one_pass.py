@@ -18,6 +18,7 @@ import eagle_convert
 from eagle_convert.draft import detect as detect_module
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read import checkpoint as checkpoint_module
+from eagle_convert.read import regular as regular_module
 from eagle_convert.read.config import DraftConfig, TargetConfig
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
@@ -88,6 +89,12 @@ class Counts:
 
         monkeypatch.setattr(Path, "read_bytes", counted("target config.json read", read_bytes, on_target_config))
         monkeypatch.setattr(Path, "read_text", counted("target config.json read", read_text, on_target_config))
+        # files are read through read/regular.py's read_regular (a FIFO never blocks), looked up by name
+        read_regular = regular_module.read_regular
+        counted_regular = counted("target config.json read", read_regular, lambda p, *_: on_target_config(Path(p)))
+        for module in modules:
+            if getattr(module, "read_regular", None) is read_regular:
+                monkeypatch.setattr(module, "read_regular", counted_regular)
 
         original_open = safetensors.safe_open
         calls, tensors = self.calls, self.tensors
