@@ -119,7 +119,8 @@ def _ranges(cfg: DraftConfig) -> list[Finding]:
     written = {key: next((s[key] for s in scopes if s.get(key) is not None), None) for key in SIZE_RANGES}
     # as written (a 0 the parser reads as "absent" is still a 0), else as read
     values = {key: written[key] if isinstance(written[key], int) else getattr(d, key, None) for key in SIZE_RANGES}
-    values["num_aux_hidden_states"] = written["num_aux_hidden_states"] or cfg.num_aux_hidden_states
+    if not isinstance(written["num_aux_hidden_states"], int):
+        values["num_aux_hidden_states"] = cfg.num_aux_hidden_states
     for key, (least, most) in SIZE_RANGES.items():
         value = values[key]
         if value is not None and not least <= value <= most:
