@@ -47,14 +47,8 @@ def _metrics(requests: float, counts: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class _Vllm(BaseHTTPRequestHandler):
-    """A vLLM-shaped server; ``after``: the counters once the run's requests are answered (before: all zero)."""
-
-    after: dict[str, Any] = GOOD
-    before: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "positions": [0, 0, 0]}  # noqa: RUF012
-    answered = 0
-    routes: dict[str, Callable[[_Vllm], None]] = {}  # noqa: RUF012 -- per test: a path's own misbehaviour
-    seen: list[tuple[str, str | None]] = []  # noqa: RUF012 -- (path, Authorization) of every request
+class _Quiet(BaseHTTPRequestHandler):
+    """A handler that logs nothing and answers whole bodies (JSON with :meth:`_json`)."""
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -65,6 +59,19 @@ class _Vllm(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _json(self, code: int, payload: Any) -> None:
+        self._send(code, json.dumps(payload).encode())
+
+
+class _Vllm(_Quiet):
+    """A vLLM-shaped server; ``after``: the counters once the run's requests are answered (before: all zero)."""
+
+    after: dict[str, Any] = GOOD
+    before: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "positions": [0, 0, 0]}  # noqa: RUF012
+    answered = 0
+    routes: dict[str, Callable[[_Vllm], None]] = {}  # noqa: RUF012 -- per test: a path's own misbehaviour
+    seen: list[tuple[str, str | None]] = []  # noqa: RUF012 -- (path, Authorization) of every request
 
     def _route(self) -> bool:
         type(self).seen.append((self.path, self.headers.get("Authorization")))
@@ -85,7 +92,7 @@ class _Vllm(BaseHTTPRequestHandler):
         elif self.path == "/version":
             self._send(200, b'{"version": "0.32.0"}')
         elif self.path == "/v1/models":
-            self._send(200, json.dumps({"data": [{"id": "target", "root": "/models/target"}]}).encode())
+            self._json(200, {"data": [{"id": "target", "root": "/models/target"}]})
         else:
             self._send(404, b'{"detail": "Not Found"}')
 
@@ -98,7 +105,7 @@ class _Vllm(BaseHTTPRequestHandler):
             "usage": {"completion_tokens": body["max_tokens"]},
         }
         type(self).answered += 1
-        self._send(200, json.dumps(answer).encode())
+        self._json(200, answer)
 
 
 @contextmanager
@@ -272,34 +279,23 @@ def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
 # ---- SGLang's per-request numbers --------------------------------------------------------------------------------
 
 
-class _Sglang(BaseHTTPRequestHandler):
+class _Sglang(_Quiet):
     meta: dict[str, Any] = {}  # noqa: RUF012 -- the meta_info every /generate answer carries
     seen: list[Any] = []  # noqa: RUF012
     answered = 0
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, code: int, payload: Any) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
     def do_GET(self) -> None:
         if self.path == "/server_info":
             info = {"model_path": "/m/target", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
-            self._send(200, {**info, "speculative_draft_model_path": "/m/draft", "version": "0.5.23"})
+            self._json(200, {**info, "speculative_draft_model_path": "/m/draft", "version": "0.5.23"})
         else:
-            self._send(404, {"detail": "Not Found"})
+            self._json(404, {"detail": "Not Found"})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         new = body["sampling_params"]["max_new_tokens"]
         meta = {"completion_tokens": new, **type(self).meta}
-        self._send(200, {"text": "", "output_ids": list(range(new)), "meta_info": meta})
+        self._json(200, {"text": "", "output_ids": list(range(new)), "meta_info": meta})
 
 
 SGLANG_GOOD = {"spec_verify_ct": 4, "spec_num_correct_drafts": 5, "spec_correct_drafts_histogram": [0, 3, 1]}

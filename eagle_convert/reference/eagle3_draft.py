@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from eagle_convert.draft.layouts import MAX_DRAFT_LAYERS
+from eagle_convert.draft.layouts import CANONICAL_LAYER_PREFIX, LATER_LAYER_PREFIX, MAX_DRAFT_LAYERS
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.config import DraftConfig as ParsedConfig
 
@@ -39,7 +39,7 @@ _ROPE_PARAMS = {  # rope type -> parameters it needs (transformers' ROPE_INIT_FU
 }
 KV = tuple[Tensor, Tensor]  # one step's (keys, values) of one layer after RoPE, [..., T, heads, d] each
 LayersKV = tuple[KV, ...]  # one step's keys and values, a KV per draft layer
-FIRST = "midlayer."  # layer 0's canonical prefix; layer i >= 1 is ``layers.{i}.``
+FIRST = CANONICAL_LAYER_PREFIX  # layer 0's canonical prefix; layer i >= 1 is ``layers.{i}.`` (LATER_LAYER_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Eagle3Config:
 
     def layer(self, i: int) -> str:
         """Layer i's canonical prefix."""
-        return FIRST if i == 0 else f"layers.{i}."
+        return FIRST if i == 0 else f"{LATER_LAYER_PREFIX}{i}."
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> Eagle3Config:
@@ -251,14 +251,11 @@ def load_draft(
         raise ConfigError(f"draft tensors do not match the config: unknown {unknown}, missing {missing}", hint=_HINT)
     shapes = required | optional
     wrong = [f"{n} {tuple(t.shape)} != {shapes[n]}" for n, t in state.items() if tuple(t.shape) != shapes[n]]
-    lone = [
-        f"{config.layer(n)}self_attn.{qk}.weight"
-        for n in range(config.num_layers)
-        for qk in ("q_norm", "k_norm")
-        if (f"{config.layer(n)}self_attn.q_norm.weight" in state)
-        != (f"{config.layer(n)}self_attn.k_norm.weight" in state)
-        and f"{config.layer(n)}self_attn.{qk}.weight" in state
-    ]
+    lone: list[str] = []
+    for n in range(config.num_layers):
+        present = [f"{config.layer(n)}self_attn.{qk}.weight" for qk in ("q_norm", "k_norm")]
+        present = [name for name in present if name in state]
+        lone += present if len(present) == 1 else []
     if wrong or lone:
         raise ConfigError(f"draft tensors have wrong shapes or a lone q/k norm {lone}: {wrong}", hint=_HINT)
     out = {n: t.to(device, dtype if t.is_floating_point() else torch.int64) for n, t in state.items()}
