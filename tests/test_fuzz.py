@@ -256,6 +256,7 @@ def test_fuzzed_safetensors_bytes_give_header_error_and_bounded_memory(
 
 # Where this reader is deliberately stricter than safetensors.safe_open (docs/security.md lists the same cases).
 STRICTER = ("leading-whitespace", "duplicate-key", "unknown-field", "empty-name")
+SURROGATES = ("\ud800", "\udfff", "\udbff", "\ud83d\ude00")  # three lone halves and one valid pair
 
 
 @st.composite
@@ -264,6 +265,9 @@ def header_files(draw: st.DrawFn) -> tuple[bytes, set[str]]:
     features: set[str] = set()
     count = draw(st.integers(0, 4))
     names = draw(st.lists(st.text(min_size=0, max_size=6), min_size=count, max_size=count, unique=True))
+    # now and then a lone surrogate (written as a \\uXXXX escape, refused by serde_json) or a valid escaped pair
+    marked = [n + draw(st.sampled_from(SURROGATES)) if draw(st.integers(0, 9)) == 0 else n for n in names]
+    names = marked if len(set(marked)) == len(marked) else names
     entries, offset = [], 0
     for name in names:
         dtype = draw(st.sampled_from([*DTYPE_BITS, "Q8", "f32"]))
@@ -292,7 +296,11 @@ def header_files(draw: st.DrawFn) -> tuple[bytes, set[str]]:
     body = b"\0" * (offset + draw(st.sampled_from([0, 0, 0, 3])))
     if draw(st.integers(0, 4)) == 0:  # __metadata__ of any JSON shape: only a string -> string map (or null) is valid
         json_values = st.recursive(
-            st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=4),
+            st.none()
+            | st.booleans()
+            | st.integers(-(2**70), 2**70)
+            | st.text(max_size=4)
+            | st.sampled_from(SURROGATES),
             lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
             max_leaves=4,
         )
@@ -365,8 +373,17 @@ def test_regression_non_list_verifier_architectures(base: Path, tmp_path: Path) 
         {"__metadata__": 0},
         {"0": {"dtype": "BOOL", "shape": [0, 2**64], "data_offsets": [0, 0]}},  # found: a dimension past u64
         {"0": {"dtype": "BOOL", "shape": [2**63, 4, 0], "data_offsets": [0, 0]}},  # the loader's product overflows
+        {"a\ud800": {"dtype": "BOOL", "shape": [0], "data_offsets": [0, 0]}},  # a lone surrogate: serde_json refuses
+        {"__metadata__": {"k": "\udc00"}},
     ],
-    ids=["metadata-list", "metadata-zero", "dim-past-u64", "count-overflows-left-to-right"],
+    ids=[
+        "metadata-list",
+        "metadata-zero",
+        "dim-past-u64",
+        "count-overflows-left-to-right",
+        "lone-surrogate-name",
+        "lone-surrogate-metadata",
+    ],
 )
 def test_headers_the_loader_refuses_are_refused(tmp_path: Path, header: dict[str, Any]) -> None:
     raw = json.dumps(header).encode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -43,12 +42,6 @@ if TYPE_CHECKING:
     from eagle_convert.verify.report import VerifyReport
 
 
-def _sarif(report: VerifyReport) -> str:
-    from eagle_convert.render import formats as rf
-
-    return json.dumps(rf.to_sarif(report), indent=2, ensure_ascii=False) + "\n"
-
-
 def _formatter(name: str) -> Callable[[VerifyReport], str]:
     def render(report: VerifyReport) -> str:
         from eagle_convert.render import formats as rf
@@ -63,7 +56,7 @@ RENDERERS: dict[str, Callable[[VerifyReport], str]] = {
     "human": _formatter("to_json"),
     "json": _formatter("to_json"),
     "github": _formatter("github_annotations"),
-    "sarif": _sarif,
+    "sarif": _formatter("to_sarif_text"),
     "junit": _formatter("to_junit"),
     "concise": _formatter("to_concise"),
 }
@@ -233,6 +226,7 @@ def verify(
     from eagle_convert.engines import engine_level_engine, resolve_engines
     from eagle_convert.probe.text import read_token_ids
     from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
+    from eagle_convert.render.escape import one_line
     from eagle_convert.verify.run import load_settings, verify_checkpoint
 
     fmt = "json" if as_json else output_format
@@ -259,7 +253,9 @@ def verify(
         check_engine_args(engine_level_engine(resolve_engines(chosen_engine)), engine_settings.engine_args)
     if output is not None:
         inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
-        refuse_output_over_inputs(output, [Path(p) for p in inputs if p is not None])
+        from eagle_convert.normalize.writer import check_output_place
+
+        check_output_place(output, [Path(p) for p in inputs if p is not None], directory=False)
     runs: list[tuple[VerifyReport, EagleConvertError | None]] = []
     for path in checkpoints:
         try:
@@ -310,7 +306,7 @@ def verify(
         _emit_many(reports, fmt, output)
     for n, (report, error) in enumerate(runs):
         if len(runs) > 1 and fmt == "human" and not OUTPUT.quiet:
-            sys.stderr.write(f"{chr(10) if n else ''}== {report.path}\n")
+            sys.stderr.write(f"{chr(10) if n else ''}== {one_line(report.path)}\n")
         if error is not None:
             render_error(error.message, error.hint)
         elif fmt == "human":
@@ -341,23 +337,6 @@ def _server(url: str | None, token: str | None, concurrency: int, timeout: float
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
     return Server(url, token or token_from_env(), concurrency, timeout, forced)
-
-
-def refuse_output_over_inputs(output: Path, inputs: list[Path]) -> None:
-    """A report written to ``output`` must not replace or land inside anything the run reads (a checkpoint, the
-    target, a token-ids file): UsageError (exit 2) before any work, the input untouched."""
-    real = output.resolve()
-    for given in inputs:
-        if not given.exists():  # a Hub id, or a file the run will report missing
-            continue
-        source = given.resolve()
-        if real == source or (source.is_dir() and real.is_relative_to(source)):
-            where = "is" if real == source else "is inside"
-            raise UsageError(
-                f"--output {where} the input {given}: the report would overwrite what it checks",
-                path=output,
-                hint="write the report outside the checkpoints and the target, e.g. --output verify.json",
-            )
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

@@ -21,6 +21,7 @@ from eagle_convert.draft.layouts import MAX_DRAFT_LAYERS
 from eagle_convert.read.config import (
     BANDS_KEY,
     INJECTION_MODE_KEY,
+    MODEL_SIZE_RANGES,
     STOCK_INJECTION,
     TARGET_LAYER_IDS_KEY,
     TRAINER_IDS_KEY,
@@ -80,25 +81,13 @@ def config_shape_findings(cfg: DraftConfig, attention: str, target: TargetConfig
     ]
 
 
-# Every size the tool reads from a draft config: (least, most). The bounds are wide (a 1T-parameter target's draft
-# sits far inside them); a value outside is a broken or hostile config, not a model, and nothing downstream may size
-# memory or loops by it. Layers: a draft has a few; positions: 128M is past any released context.
+# Every size the tool reads from a draft config: (least, most), a model's (read/config.py) plus the draft's own keys.
+# A draft has a few layers.
 SIZE_RANGES: dict[str, tuple[int, int]] = {
-    "hidden_size": (1, 1 << 17),
-    "target_hidden_size": (1, 1 << 17),
-    "intermediate_size": (1, 1 << 20),
-    "num_attention_heads": (1, 1 << 12),
-    "num_key_value_heads": (1, 1 << 12),
-    "head_dim": (1, 1 << 12),
+    **MODEL_SIZE_RANGES,
     "num_hidden_layers": (1, MAX_DRAFT_LAYERS),
-    "vocab_size": (1, 1 << 24),
-    "draft_vocab_size": (1, 1 << 24),
-    "max_position_embeddings": (1, 1 << 27),
-    "q_lora_rank": (1, 1 << 16),
-    "kv_lora_rank": (1, 1 << 16),
-    "qk_nope_head_dim": (1, 1 << 12),
-    "qk_rope_head_dim": (1, 1 << 12),
-    "v_head_dim": (1, 1 << 12),
+    "target_hidden_size": MODEL_SIZE_RANGES["hidden_size"],
+    "draft_vocab_size": MODEL_SIZE_RANGES["vocab_size"],
     "num_aux_hidden_states": (1, 64),
 }
 MAX_ARCHITECTURES = 16  # architecture names a config may list (engines read the first)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError, UsageError
+from eagle_convert.read.regular import read_text
 
 # The keys the engine level sets and a user may not: each would change what is measured, not how the engine runs.
 # (The settings it sets and a user may override, e.g. dtype, seed, enforce_eager, distributed_executor_backend, are
@@ -77,10 +78,7 @@ def read_engine_config(path: Path) -> dict[str, Any]:
     """``--engine-config FILE``: one JSON object (``.json``) or YAML mapping (any other suffix) of engine settings."""
     import yaml  # type: ignore[import-untyped,unused-ignore]  # no stubs in the test extra
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the engine config: {exc.strerror}", path=path) from exc
+    text = read_text(path, "the engine config")
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

@@ -42,7 +42,8 @@ only copy of the previous output).
   the caller);
 - a shard or file name that is not a plain name: :class:`UnsafePathError`;
 - the same tensor name twice, or a source file that is missing or shorter than a range: :class:`InputError`;
-- ``out`` inside, equal to, or a parent of a source file's directory: :class:`UsageError`;
+- ``out`` inside, equal to, or a parent of a source file's directory, a special file, or under a file or a folder
+  that cannot be written: :class:`UsageError` (:func:`check_output_place`, which report writers share);
 - ``out`` existing without ``force``: :class:`OutputExistsError`.
 
 While writing, any exception removes the partial directory and is re-raised; an ``OSError`` with ENOSPC or EDQUOT
@@ -231,19 +232,67 @@ def _check_plain_name(name: str) -> None:
 
 
 def _check_output(out: Path, sources: Mapping[Path, int], force: bool) -> None:
-    if out.name in ("", ".", ".."):
-        raise UsageError("the output must name a directory to create", path=out)
-    real = out.resolve()
-    for src_dir in sorted({src.resolve().parent for src in sources}):
-        if real == src_dir or real.is_relative_to(src_dir) or src_dir.is_relative_to(real):
-            where = "is" if real == src_dir else "is inside" if real.is_relative_to(src_dir) else "contains"
-            raise UsageError(
-                f"the output {where} the source directory {src_dir}",
-                path=out,
-                hint="write the output to a new directory outside the source checkpoint",
-            )
+    check_output_place(out, sorted({src.parent for src in sources}), directory=True)
     if os.path.lexists(out) and not force:
         raise OutputExistsError("the output already exists", path=out)
+
+
+_OTHER_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"))  # fmt: skip
+
+
+def check_output_place(out: Path, inputs: Sequence[Path], *, directory: bool) -> None:
+    """Where a command will write (a report file, or a directory when ``directory``), checked before any work:
+    UsageError (exit 2, nothing read or written) when it is, lies inside or (a directory) contains one of ``inputs``;
+    when what is already there is not what the write replaces (a directory for a report, a device, FIFO or socket,
+    which an atomic rename would replace rather than write into); and when the nearest existing folder above it is a
+    file or cannot be written (a read-only filesystem, no permission)."""
+    if out.name in ("", ".", ".."):
+        raise UsageError("the output must name a file or directory to create", path=out)
+    real = out.resolve()
+    for given in inputs:
+        if not os.path.lexists(given):  # a Hub id, or a file the run will report missing
+            continue
+        source = given.resolve()
+        inside = source.is_dir() and real.is_relative_to(source)
+        contains = directory and source.is_relative_to(real)
+        if real == source or inside or contains:
+            where = "is" if real == source else "is inside" if inside else "contains"
+            raise UsageError(
+                f"the output {where} the input {given}: writing it would overwrite what is read",
+                path=out,
+                hint="write the output outside the checkpoints and other inputs, e.g. to a new directory",
+            )
+    if os.path.lexists(out):
+        mode = os.stat(out).st_mode if os.path.exists(out) else stat.S_IFREG  # a dangling link is replaced
+        kind = next((what for test, what in _OTHER_KINDS if test(mode)), None)
+        if kind is None and stat.S_ISDIR(mode) and not directory:
+            kind = "a directory"
+        if kind is not None:
+            raise UsageError(
+                f"the output is {kind}: it would be replaced, not written into",
+                path=out,
+                hint="name a regular file (or a new one), or leave the option out to write to stdout"
+                if not directory
+                else "name a new directory",
+            )
+    folder = real.parent
+    while not os.path.lexists(folder):
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(
+            f"the output's folder {folder} is a file, not a directory", path=out, hint="choose another output path"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        reason = "a read-only filesystem" if _read_only(folder) else "no permission to write there"
+        raise UsageError(f"cannot write into {folder}: {reason}", path=out, hint="choose an output path you can write")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
 
 
 def _check_sources(sources: Mapping[Path, int]) -> None:
@@ -521,24 +570,28 @@ def _remove(path: Path) -> bool:
     return not os.path.lexists(path)
 
 
-def _write_error(exc: OSError, out: Path) -> InputError:
+def _write_error(exc: OSError, out: Path, what: str = "the checkpoint") -> InputError:
     reason = exc.strerror or str(exc)
     if exc.errno in _DISK_FULL_ERRNOS:
-        return DiskFullError(f"no room to write the checkpoint ({reason}); nothing was written", path=out)
+        return DiskFullError(f"no room to write {what} ({reason}); nothing was written", path=out)
     where = f" ({exc.filename})" if exc.filename else ""
-    return InputError(f"cannot write the checkpoint{where}: {reason}; nothing was written", path=out)
+    return InputError(
+        f"cannot write {what}{where}: {reason}; nothing was written",
+        path=out,
+        hint="choose an output path on a writable filesystem with room, outside the inputs",
+    )
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary sibling and a rename.
+def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:
+    """Write ``text`` (``what``, as errors name it) to ``path`` through a temporary sibling and a rename.
 
     The rename replaces ``path`` itself, so a symlink planted at ``path`` is replaced, never followed, and a reader
     never sees a half-written file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.partial-{secrets.token_hex(8)}"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o644)
         try:
             _write_bytes(fd, text.encode("utf-8"))
@@ -548,4 +601,4 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise _write_error(exc, path) from exc
+        raise _write_error(exc, path, what) from exc

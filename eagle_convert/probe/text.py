@@ -9,12 +9,13 @@ measured along it is the engines' acceptance. A target without a tokenizer gets 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError, UsageError, check_choice
+from eagle_convert.read.jsonstrict import load_json_object
+from eagle_convert.read.regular import read_text
 from eagle_convert.reference.budget import NEW_TOKENS as NEW_TOKENS  # new tokens per prompt (one place)
 from eagle_convert.reference.budget import ROUND as ROUND  # prompts per generation round
 from eagle_convert.schemas import TOKEN_IDS, violation
@@ -75,14 +76,11 @@ def load_tokenizer(target_dir: Path) -> Tokenizer | None:
     settings: dict[str, Any] = {}
     config = directory / "tokenizer_config.json"
     if config.is_file():
-        try:
-            settings = json.loads(config.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read tokenizer_config.json: {exc}", path=config) from None
+        settings = load_json_object(config, InputError, "tokenizer_config.json")
     template = settings.get("chat_template")
     jinja = directory / "chat_template.jinja"
     if jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
+        template = read_text(jinja, "the chat template")
     specials = {k: v for k, v in settings.items() if k.endswith("_token") and isinstance(v, str)}
     return Tokenizer(HFTokenizer.from_file(str(vocab_file)), template if isinstance(template, str) else None, specials)
 
@@ -102,12 +100,12 @@ def _render(template: str, text: str, specials: dict[str, str]) -> str:
 
 def read_token_ids(path: Path) -> list[list[int]]:
     """``--token-ids FILE``: a JSON list of token-id lists (non-negative integers)."""
-    from eagle_convert.read.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+    from eagle_convert.read.jsonstrict import JsonSyntaxError, loads_strict
 
     try:
-        value = loads_strict(decode_utf8(path.read_bytes()))
-    except (OSError, JsonSyntaxError) as exc:
-        raise InputError(f"cannot read token ids: {exc}", path=path) from None
+        value = loads_strict(read_text(path, "token ids"))
+    except JsonSyntaxError as exc:
+        raise InputError(f"cannot read token ids: {exc}", path=path, hint=exc.hint) from None
     wrong = violation(value, TOKEN_IDS)
     if wrong is not None:
         raise InputError(
@@ -120,10 +118,7 @@ def read_token_ids(path: Path) -> list[list[int]]:
 
 
 def read_prompts(path: Path) -> list[str]:
-    try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompts: {exc}", path=path) from None
+    lines = [line for line in read_text(path, "prompts").splitlines() if line.strip()]
     if not lines:
         raise InputError("no prompts in the file", path=path)
     return lines

@@ -7,6 +7,7 @@ the wrong type is a :class:`ConfigError` naming the key. The raw dict is kept so
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,27 @@ TARGET_LAYER_IDS_KEY = "target_layer_ids"
 INJECTION_MODE_KEY = "eagle_aux_injection_mode"
 BANDS_KEY = "eagle_aux_layer_bands"
 STOCK_INJECTION = "fused_fc"
+
+
+# Every size of a model config the tool reads or hands to transformers: (least, most). The bounds are wide (a
+# 1T-parameter model sits far inside them); a value outside is a broken or hostile config, not a model, and nothing
+# downstream may size memory or loops by it. Positions: 128M is past any released context.
+MODEL_SIZE_RANGES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1 << 17),
+    "intermediate_size": (1, 1 << 20),
+    "num_attention_heads": (1, 1 << 12),
+    "num_key_value_heads": (1, 1 << 12),
+    "head_dim": (1, 1 << 12),
+    "num_hidden_layers": (1, 1 << 12),
+    "vocab_size": (1, 1 << 24),
+    "max_position_embeddings": (1, 1 << 27),
+    "q_lora_rank": (1, 1 << 16),
+    "kv_lora_rank": (1, 1 << 16),
+    "qk_nope_head_dim": (1, 1 << 12),
+    "qk_rope_head_dim": (1, 1 << 12),
+    "v_head_dim": (1, 1 << 12),
+}
+_TARGET_HINT = "--target must be the target model's own config.json, as its trainer or the Hub ships it"
 
 
 def default_hidden_states(num_layers: int, shift: int = 0) -> list[int]:
@@ -377,7 +399,7 @@ class TargetConfig:
     def from_path(cls, path: str | Path) -> TargetConfig:
         path = Path(path)
         config_path = path / "config.json" if path.is_dir() else path
-        if not config_path.is_file():
+        if not config_path.exists():  # anything else there (a FIFO, a socket) is named by the reader, never opened
             raise ConfigError(
                 "target config.json not found",
                 path=config_path,
@@ -406,6 +428,7 @@ class TargetConfig:
             rope_scaling, _, rope_theta = _rope(r, raw, src)
         except ConfigError:  # a target's malformed rope keys are not the draft's problem: read as no scaling
             rope_scaling, rope_theta = None, r.float("rope_theta")
+        _check_target_sizes(r, rope_theta)
         quant = raw.get("quantization_config") or scope.get("quantization_config")
         return cls(
             source=src,
@@ -430,6 +453,29 @@ class TargetConfig:
     def _eos(value: Any) -> int | None:
         value = value[0] if isinstance(value, list) and value else value
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _check_target_sizes(r: _Reader, rope_theta: float | None) -> None:
+    """Each size of the target's config against MODEL_SIZE_RANGES (a per-layer list, as Gemma 3n writes
+    ``intermediate_size``, element by element), its norm epsilon and rope theta: the target is the user's input, so a
+    value no model has is a ConfigError (exit 2) naming the key, before any work."""
+
+    def refuse(where: str, value: Any, why: str) -> None:
+        raise ConfigError(f"{where} is {value!r}: {why}", path=r.source, hint=_TARGET_HINT)
+
+    for key, (least, most) in MODEL_SIZE_RANGES.items():
+        hit = r.find(key)
+        values = hit[1] if hit is not None and isinstance(hit[1], list) else [hit[1] if hit is not None else None]
+        for value in values:
+            if isinstance(value, int) and not isinstance(value, bool) and not least <= value <= most:
+                refuse(hit[0] if hit else key, value, f"must lie in {least}..{most}")
+    for key in ("rms_norm_eps", "layer_norm_eps"):
+        hit = r.find(key)
+        eps = hit[1] if hit is not None else None
+        if isinstance(eps, int | float) and not isinstance(eps, bool) and not (math.isfinite(eps) and 0 < eps < 1):
+            refuse(hit[0] if hit else key, eps, "must be a positive number below 1")
+    if rope_theta is not None and not (math.isfinite(rope_theta) and rope_theta > 0):
+        refuse("rope_theta", rope_theta, "must be a positive number")
 
 
 LAYER_PATTERN_KEYS = ("layers_block_type", "hybrid_override_pattern")  # Nemotron-H: one entry per decoder layer

@@ -4,6 +4,10 @@ names would otherwise block a read forever or stream without end.
 The file is opened without blocking (so opening a FIFO with no writer returns at once), checked with ``fstat`` on the
 open descriptor (no race between the check and the read), and then read normally. Symbolic links are followed, as
 the Hub cache's snapshots need; whether the target may lie outside the checkpoint is the caller's check.
+
+A small file (a config, an index, a list of prompts or token ids) is read whole, up to ``MAX_SMALL_FILE``: the largest
+real ones (a 1T-parameter model's shard index) are about 10 MB, so anything past the cap is refused before it is read
+into memory. Text is UTF-8, as transformers and the engines read it: a byte-order mark or another encoding is named.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from eagle_convert.errors import InputError
+
+MAX_SMALL_FILE = 64 << 20  # bytes: a config, index or list file larger than this is refused unread
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -49,7 +55,61 @@ def _refuse(mode: int, path: Path | str) -> None:
         raise NotRegularFileError(f"is {kind}, not a regular file: not read", path=path)
 
 
-def read_regular(path: Path | str) -> bytes:
-    """The bytes of the regular file ``path`` (NotRegularFileError for a FIFO, socket, device or directory)."""
+class TooLargeError(InputError):
+    default_hint = "point at the checkpoint's own file: no real config, index or list file comes near this size"
+
+
+def read_regular(path: Path | str, limit: int = MAX_SMALL_FILE) -> bytes:
+    """The bytes of the regular file ``path`` (NotRegularFileError for a FIFO, socket, device or directory), at most
+    ``limit`` of them (TooLargeError past it, measured before the read and again while reading)."""
     with open_regular(path) as f:
-        return f.read()
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise TooLargeError(f"is {max(size, len(data))} bytes, over the {_mib(limit)} limit: not read", path=path)
+        return data
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+_BOMS = (  # longest first: UTF-32's little-endian mark begins with UTF-16's
+    (b"\xff\xfe\x00\x00", "the text is UTF-32"),
+    (b"\x00\x00\xfe\xff", "the text is UTF-32"),
+    (b"\xef\xbb\xbf", "the text is UTF-8 with a byte-order mark"),
+    (b"\xff\xfe", "the text is UTF-16"),
+    (b"\xfe\xff", "the text is UTF-16"),
+)
+
+
+class NotUtf8Error(ValueError):
+    """Text that is not plain UTF-8; ``str(exc)`` names what it is instead, ``hint`` how to fix it."""
+
+    hint = "save the file as UTF-8 without a byte-order mark (e.g. iconv -f ENCODING -t UTF-8 IN > OUT)"
+
+
+def decode_utf8(data: bytes) -> str:
+    """``data`` as UTF-8 text, as transformers' config reader takes it (``open(..., encoding="utf-8")``, then
+    ``json.loads``, which refuses a byte-order mark); NotUtf8Error naming the encoding found otherwise."""
+    for mark, found in _BOMS:
+        if data.startswith(mark):
+            raise NotUtf8Error(f"{found} ({mark.hex(' ')}): transformers and the engines read plain UTF-8 only")
+    if b"\x00" in data[:4]:
+        raise NotUtf8Error("the text holds NUL bytes (UTF-16 or UTF-32 without a byte-order mark), not UTF-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8Error(
+            f"not valid UTF-8 (byte {exc.start}: 0x{data[exc.start]:02x}; another encoding such as Latin-1?)"
+        ) from None
+
+
+def read_text(path: Path | str, what: str, limit: int = MAX_SMALL_FILE) -> str:
+    """The UTF-8 text of the regular file ``path``: an InputError naming ``what`` for anything unreadable."""
+    try:
+        return decode_utf8(read_regular(path, limit))
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path=path) from None
+    except NotUtf8Error as exc:
+        raise InputError(f"cannot read {what}: {exc}", path=path, hint=exc.hint) from None

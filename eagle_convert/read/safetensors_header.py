@@ -108,13 +108,13 @@ def parse_header(raw: bytes, file_size: int, source: str, shard: str) -> Safeten
     try:
         text = decode_utf8(raw)
     except JsonSyntaxError as exc:
-        raise HeaderError(f"header is {exc}", path=source) from None
+        raise HeaderError(f"header: {exc}", path=source) from None
     if not text.startswith("{"):
         raise HeaderError("header is not a JSON object (it does not start with '{')", path=source)
     try:
         doc = loads_strict(text.rstrip(" "))  # writers pad the header with trailing spaces to align the buffer
     except JsonSyntaxError as exc:
-        raise HeaderError(f"header {exc}", path=source) from None
+        raise HeaderError(f"header: {exc}", path=source) from None
     if not isinstance(doc, dict):
         raise HeaderError("header is not a JSON object", path=source)
 

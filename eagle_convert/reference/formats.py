@@ -29,7 +29,6 @@ Any other format, and a ModelOpt algorithm other than those, is refused with its
 
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any, cast
 import torch
 
 from eagle_convert.errors import ConfigError
+from eagle_convert.read.jsonstrict import load_json_object
 
 # quant_method -> what the format is, for messages
 FORMATS = {
@@ -74,10 +74,7 @@ def declared(config: Any, directory: Path) -> Any | None:
     path = directory / "hf_quant_config.json"
     if not path.is_file():
         return None
-    try:
-        sidecar = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read ModelOpt's quantization config: {exc}", path=path, hint=_HINT) from None
+    sidecar = load_json_object(path, ConfigError, "ModelOpt's quantization config (hf_quant_config.json)")
     body = sidecar.get("quantization") if isinstance(sidecar, dict) else None
     if not isinstance(body, dict):
         raise ConfigError("ModelOpt's quantization config has no 'quantization' object", path=path, hint=_HINT)

@@ -21,6 +21,7 @@ from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
+from eagle_convert.read.regular import read_text
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
@@ -67,8 +68,8 @@ def load_settings(start: Path) -> dict[str, Any]:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                doc = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+                doc = tomllib.loads(read_text(candidate, "pyproject.toml"))
+            except tomllib.TOMLDecodeError as exc:
                 raise UsageError(f"cannot read [tool.eagle-convert]: {exc}", path=candidate) from None
             settings = doc.get("tool", {}).get("eagle-convert", {})
             if not isinstance(settings, dict):
@@ -397,12 +398,11 @@ def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | N
     from eagle_convert.reference import fp8
     from eagle_convert.reference.weights import SafetensorsWeights
 
-    try:
-        quant = target_cfg.quantization_config
-        block = fp8.block_size(quant) if quant and quant.get("quant_method") == "fp8" else None
-        return SafetensorsWeights(directory, block)
-    except EagleConvertError:  # unreadable weights skip EC605; the target level says why it cannot run
-        return None
+    # The target is the user's input: a broken weight file or quantization block is an input error (exit 2) here,
+    # before any tensor is read, never a finding against the draft.
+    quant = target_cfg.quantization_config
+    block = fp8.block_size(quant) if quant and quant.get("quant_method") == "fp8" else None
+    return SafetensorsWeights(directory, block)
 
 
 def _forward_levels(
