@@ -36,16 +36,19 @@ def pull(
         write_json(asdict(report))
     elif report.dry_run:
         total = sum(f.size for f in report.files)
-        sys.stdout.write(
-            f"would pull {report.repo_id}@{report.revision} into {report.out}: {len(report.files)} file(s), "
-            f"{total / 2**20:.1f} MiB (nothing downloaded)\n"
+        _write_lines(
+            [
+                f"would pull {report.repo_id}@{report.revision} into {report.out}: {len(report.files)} file(s), "
+                f"{total / 2**20:.1f} MiB (nothing downloaded)",
+                *(f"  {f.name}  {f.size} bytes  {f.sha256 or '(git blob)'}" for f in report.files),
+            ]
         )
-        for f in report.files:
-            sys.stdout.write(f"  {f.name}  {f.size} bytes  {f.sha256 or '(git blob)'}\n")
     else:
-        sys.stdout.write(
-            f"pulled {report.repo_id}@{report.revision} into {report.out}: "
-            f"{len(report.files)} file(s), sizes and sha256 checked\n"
+        _write_lines(
+            [
+                f"pulled {report.repo_id}@{report.revision} into {report.out}: "
+                f"{len(report.files)} file(s), sizes and sha256 checked"
+            ]
         )
 
 
@@ -100,7 +103,16 @@ def push(
     else:
         lines.append(f"commit {report.commit} (parent {report.parent_commit})")
         lines += [f"pull request {report.pr_url}"] if report.pr_url else []
-    sys.stdout.write("\n".join(lines) + ("" if lines[-1].endswith("\n") else "\n"))
+    _write_lines(lines)
+
+
+def _write_lines(lines: list[str]) -> None:
+    """``lines`` on stdout, plain (never through rich), each line within them escaped as every line from input is
+    (render/escape.py: a name, a commit or a URL the Hub answered cannot act on the terminal)."""
+    from eagle_convert.render.escape import one_line
+
+    text = "\n".join(lines).removesuffix("\n")  # the card ends with its own newline
+    sys.stdout.write("".join(one_line(line) + "\n" for line in text.split("\n")))
 
 
 def register(app: typer.Typer) -> None:

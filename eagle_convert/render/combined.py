@@ -9,12 +9,12 @@ the other.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
 from eagle_convert.render import formats
+from eagle_convert.render.json_output import dumps
 from eagle_convert.verify.report import TOOL, VerifyReport
 
 _STATUS_RANK = ("pass", "fail", "error")
@@ -22,7 +22,7 @@ _STATUS_RANK = ("pass", "fail", "error")
 
 def to_json(reports: list[VerifyReport]) -> str:
     """A JSON array of the reports, in the order the paths were given."""
-    return json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False) + "\n"
+    return dumps([r.to_dict() for r in reports])
 
 
 def _rebase(node: Any, old: str, new: str) -> Any:
@@ -102,7 +102,7 @@ def worst_status(reports: list[VerifyReport]) -> str:
 
 
 def to_sarif_text(reports: list[VerifyReport]) -> str:
-    return json.dumps(to_sarif(reports), indent=2, ensure_ascii=False) + "\n"
+    return dumps(to_sarif(reports))
 
 
 # --format NAME with several reports (human: the JSON array to --output, as one report writes its JSON there)

@@ -1,4 +1,9 @@
-"""Rendering of results: rich tables for people, JSON for machines (plain stdout writes, never through rich)."""
+"""Rendering of results: rich tables for people, JSON for machines (plain stdout writes, never through rich).
+
+Input reaches people as plain strings, never as a ``Text`` built here: the console escapes every string it is given
+(:class:`EscapingConsole`), before layout. A ``Text`` carries this module's own words only (a style, a line break of
+its own).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from eagle_convert.render import detail
+from eagle_convert.render.escape import one_line
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
@@ -63,6 +69,15 @@ class NoTrailingBlanks:
         return getattr(self.stream, "encoding", None) or "utf-8"
 
 
+class EscapingConsole(Console):
+    """A console that shows every string as its characters: each is escaped by ``one_line`` where rich turns it into
+    text (table cells, titles, captions, printed lines; measured and laid out as escaped, so columns stay aligned),
+    and read without markup or emoji codes. Colour stays: rich's own style codes are not in the strings."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(one_line(text), **options)
+
+
 def _console(stream: TextIO) -> Console:
     """A terminal's width; COLUMNS when set; otherwise (a pipe, a file) no wrapping at all. Off a terminal, lines
     carry no trailing blanks."""
@@ -71,7 +86,13 @@ def _console(stream: TextIO) -> Console:
         width: int | None = int(os.environ["COLUMNS"])
     else:
         width = None if tty else UNWRAPPED
-    return Console(file=stream if tty else NoTrailingBlanks(stream), highlight=False, width=width)  # type: ignore[arg-type]
+    return EscapingConsole(
+        file=stream if tty else NoTrailingBlanks(stream),  # type: ignore[arg-type]
+        highlight=False,
+        markup=False,
+        emoji=False,
+        width=width,
+    )
 
 
 def stderr_console() -> Console:
@@ -104,7 +125,7 @@ def _kv_table(title: str) -> Table:
 
 
 def _row(table: Table, key: str, value: object) -> None:
-    table.add_row(key, Text("-" if value is None else plain(value)))
+    table.add_row(key, "-" if value is None else plain(value))
 
 
 def render_findings(console: Console, findings: list[Finding]) -> None:
@@ -130,13 +151,12 @@ def _rule_cell(rule_id: str) -> Text:
     return Text(rule_id + (" [*]" if RULES.get(rule_id) and RULES[rule_id].fixable else ""))
 
 
-def _message(rule_id: str, message: str) -> Text:
+def _message(rule_id: str, message: str) -> RenderableType:
     """The finding's message, then what to do about it (the rule's fix) for errors and warnings."""
     rule = RULES.get(rule_id)
-    text = Text(message)
-    if rule is not None and rule.fix:
-        text.append(f"\nfix: {rule.fix}", style="dim")
-    return text
+    if rule is None or not rule.fix:
+        return message
+    return Group(message, Text(f"fix: {rule.fix}", style="dim"))
 
 
 def _fixable_footer(console: Console, rule_ids: list[str]) -> None:
@@ -251,19 +271,9 @@ def _render_tensors(doc: dict[str, Any], console: Console) -> None:
         table.add_column("dtypes")
         table.add_column("size", justify="right")
         for g in tensors["groups"]:
-            table.add_row(Text(g["group"]), str(g["count"]), ", ".join(g["dtypes"]), _human_bytes(g["bytes"]))
+            table.add_row(g["group"], str(g["count"]), ", ".join(g["dtypes"]), _human_bytes(g["bytes"]))
         console.print(table)
         console.print()
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # C0/C1 controls, line separators, surrogates
-
-
-def one_line(text: str) -> str:
-    """``text`` safe for one terminal line: every control character (escape sequences, newlines, carriage returns),
-    Unicode line separator and lone surrogate written as a ``\\xNN``/``\\uNNNN`` escape, so no input can move the
-    cursor, retitle the terminal or forge a line of its own."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def render_error(message: str, hint: str | None) -> None:
@@ -422,7 +432,7 @@ def render_normalize(report: NormalizeReport, console: Console, verbosity: int =
         for c in doc["config_changes"]:
             old = "(absent)" if c["change"] == "added" else _short(c["old"])
             new = "(removed)" if c["change"] == "removed" else _short(c["new"])
-            changes.add_row(Text(c["key"]), Text(old), Text(new), Text(c["why"]))
+            changes.add_row(c["key"], old, new, c["why"])
         console.print(changes)
     else:
         console.print("Config changes: none (the config already says everything explicitly)")
@@ -434,7 +444,7 @@ def render_normalize(report: NormalizeReport, console: Console, verbosity: int =
         for column in ("action", "source", "target", "why"):
             table.add_column(column, overflow="fold")
         for t in moved:
-            table.add_row(t["action"], Text(t["source"] or "-"), Text(t["target"] or "-"), Text(t["why"]))
+            table.add_row(t["action"], t["source"] or "-", t["target"] or "-", t["why"])
         console.print(table)
     else:
         console.print(f"{title}: every tensor keeps its name and bytes")
@@ -457,7 +467,7 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
         table.add_row(
             _rule_cell(f.rule_id),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
-            Text(where),
+            where,
             _message(f.rule_id, f.message),
         )
     if report.findings:
@@ -495,7 +505,7 @@ def _render_not_run(checks: list[dict[str, Any]], console: Console) -> None:
     table = _kv_table(f"Rules not run: {sum(map(len, why.values()))} of {len(checks)}")
     for reason, ids in why.items():
         shown = f"{len(ids)} rule(s)" if reason == "not selected" else ", ".join(ids)
-        table.add_row(reason + (" (--select/--ignore)" if reason == "not selected" else ""), Text(shown))
+        table.add_row(reason + (" (--select/--ignore)" if reason == "not selected" else ""), shown)
     console.print(table)
 
 
@@ -538,7 +548,7 @@ def render_engine_run(run: dict[str, Any], console: Console, probe: ProbeResult 
         *(("not observed", line) for line in run.get("not_observed") or ()),
     )
     for what, value in rows:
-        table.add_row(what, Text(value))
+        table.add_row(what, value)
     console.print(table)
 
 
@@ -579,7 +589,7 @@ def render_engine_server(run: dict[str, Any], console: Console, probe: ProbeResu
         *(("not observed", line) for line in run.get("not_observed") or ()),
     )
     for what, value in rows:
-        table.add_row(what, Text(value))
+        table.add_row(what, value)
     console.print(table)
 
 
@@ -619,7 +629,7 @@ def render_engine_load(run: dict[str, Any], console: Console) -> None:
         ("load", f"{run['load_s']:.1f} s, engine peak memory {run['peak_rss_mib']:.0f} MiB RSS"),
     )
     for what, value in rows:
-        table.add_row(what, Text(value))
+        table.add_row(what, value)
     console.print(table)
 
 

@@ -1,5 +1,6 @@
 """The lines ``-q`` keeps (verify's verdict, inspect's summary) and the tables ``-v`` adds (every check with its
-outcome, every tensor). Builders only: :mod:`eagle_convert.render.console` prints them."""
+outcome, every tensor). Builders only: :mod:`eagle_convert.render.console` prints them, and escapes every string
+(input stays a string here; a ``Text`` holds this module's words only)."""
 
 from __future__ import annotations
 
@@ -28,20 +29,20 @@ def verdict(report: VerifyReport) -> Text:
     return line
 
 
-def inspect_summary(report: InspectReport) -> Text:
+def inspect_summary(report: InspectReport) -> str:
     """What the findings above say, and which releases the gate findings among them were checked against."""
     s = report.summary()
     checked = f"engine releases checked: {', '.join(report.engines)}" if report.engines else "no engine release checked"
     if not report.findings:
-        return Text(f"No findings; {checked}.")
-    return Text(f"{s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info; {checked}.")
+        return f"No findings; {checked}."
+    return f"{s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info; {checked}."
 
 
-def normalize_summary(report: NormalizeReport) -> Text:
+def normalize_summary(report: NormalizeReport) -> str:
     """``Written: SRC -> OUT (3 config changes, 5 of 12 tensors changed, 0 findings)``."""
     verb = "Plan (dry run, nothing written)" if report.dry_run else "Written"
     moved = sum(t.action != "keep" for t in report.tensors)
-    return Text(
+    return (
         f"{verb}: {report.source} -> {report.out} ({len(report.config_changes)} config change(s), {moved} of "
         f"{len(report.tensors)} tensor(s) changed, {len(report.findings)} finding(s))"
     )
@@ -53,7 +54,7 @@ def checks_table(report: VerifyReport) -> Table:
     for column in ("rule", "name", "outcome", "why skipped"):
         table.add_column(column, overflow="fold")
     for c in report.checks:
-        table.add_row(c.rule_id, c.name, c.outcome, Text(c.reason))
+        table.add_row(c.rule_id, c.name, c.outcome, c.reason)
     return table
 
 
@@ -63,5 +64,5 @@ def tensors_table(doc: dict[str, Any]) -> Table:
     for column in ("name", "dtype", "shape", "bytes", "file"):
         table.add_column(column, overflow="fold", justify="right" if column == "bytes" else "left")
     for t in doc["tensors"]["items"]:
-        table.add_row(Text(t["name"]), t["dtype"], str(t["shape"]), str(t["bytes"]), Text(str(t["shard"] or "")))
+        table.add_row(t["name"], t["dtype"], str(t["shape"]), str(t["bytes"]), str(t["shard"] or ""))
     return table

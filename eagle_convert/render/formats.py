@@ -7,7 +7,6 @@ descriptions come from the live registry `rules.RULES`, so a rule added there sh
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from eagle_convert.render.escape import one_line
+from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.report import TOOL, VerifyReport
@@ -34,7 +35,7 @@ _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]
 
 def to_json(report: VerifyReport) -> str:
     """The JSON contract (`VerifyReport.to_dict`), pretty-printed, with a trailing newline."""
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return dumps(report.to_dict())
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
@@ -45,8 +46,9 @@ def _posix(name: str) -> str:
 
 
 def _relative_uri(name: str) -> str:
-    """A checkpoint-relative file name as a relative URI reference (percent-encoded, so `a:b` is not a scheme)."""
-    return quote(_posix(name), safe="/")
+    """A checkpoint-relative file name as a relative URI reference (percent-encoded, so `a:b` is not a scheme; a lone
+    surrogate, which UTF-8 cannot encode, as the bytes surrogatepass gives it)."""
+    return quote(_posix(name), safe="/", errors="surrogatepass")
 
 
 def _checkpoint_uri(path: str) -> str:
@@ -57,7 +59,7 @@ def _checkpoint_uri(path: str) -> str:
 def fingerprint(finding: Finding) -> str:
     """A stable identity for a finding across runs: sha256 of rule id, file, pointer and message."""
     parts = (finding.rule_id, finding.file or "", finding.pointer or "", finding.message)
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _sarif_rule(rule_id: str) -> dict[str, Any]:
@@ -145,16 +147,25 @@ def to_sarif(report: VerifyReport) -> dict[str, Any]:
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 
 
+def to_sarif_text(report: VerifyReport) -> str:
+    """The SARIF log of :func:`to_sarif` as JSON text, with a trailing newline."""
+    return dumps(to_sarif(report))
+
+
 # --- JUnit -------------------------------------------------------------------------------------------------------
 
 
 def _xml_text(text: str) -> str:
-    return _XML_INVALID.sub("\ufffd", text)
+    """Text XML 1.0 can carry and a terminal cannot act on: what XML forbids as U+FFFD, every other control character
+    but the newlines of a multi-line text escaped (``one_line``)."""
+    return "\n".join(one_line(line) for line in _XML_INVALID.sub("\ufffd", text).split("\n"))
 
 
 def _finding_line(finding: Finding) -> str:
+    """One line per finding in a testcase's text, whatever its strings hold."""
     where = finding.pointer or finding.file
-    return f"{finding.severity} {where}: {finding.message}" if where else f"{finding.severity}: {finding.message}"
+    line = f"{finding.severity} {where}: {finding.message}" if where else f"{finding.severity}: {finding.message}"
+    return one_line(line)
 
 
 def _rule_name(report: VerifyReport, rule_id: str) -> str:
@@ -247,7 +258,14 @@ def github_annotations(report: VerifyReport, *, cwd: str | None = None) -> str:
         error = report.error or {}
         message = str(error.get("message") or "The checkpoint could not be verified.")
         lines.append(f"::error title={_escape_property(f'{TOOL} verify')}::{_escape_data(message)}")
-    return "".join(line + "\n" for line in lines)
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    """Each line ended by a newline and kept one line whatever its strings hold: every control character left in it
+    (a workflow command's CR and LF are already GitHub's %0D and %0A) written as a ``one_line`` escape, so no line
+    forges a second one."""
+    return "".join(one_line(line) + "\n" for line in lines)
 
 
 # --- concise -----------------------------------------------------------------------------------------------------
@@ -270,24 +288,26 @@ def to_concise(report: VerifyReport) -> str:
             f"{report.status.upper()} {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info "
             f"(level {report.level}, engine {report.engine}, fail level {report.fail_level})"
         )
-    return "".join(line + "\n" for line in lines)
+    return _lines(lines)
 
 
 # --- Markdown ----------------------------------------------------------------------------------------------------
 
 
 def _md_cell(text: str) -> str:
-    """Text safe in a GFM table cell: pipes escaped, HTML neutralised, line breaks as <br>."""
+    """Text safe in a GFM table cell: line breaks as <br>, other control characters escaped (``one_line``), pipes
+    escaped, HTML neutralised."""
+    text = "\n".join(one_line(line) for line in re.split(r"\r\n?|\n", text))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
+    return text.replace("\n", "<br>")
 
 
 def _md_code(text: str | None, *, table: bool = True) -> str:
     """A code span: only `|` needs escaping there, and only in a GFM table (entities and escapes stay literal)."""
     if not text:
         return ""
-    text = " ".join(text.splitlines())
+    text = one_line(" ".join(text.splitlines()))
     text = text.replace("|", "\\|") if table else text
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 

@@ -9,7 +9,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["json_errors", "write_json", "write_json_value"]
+from eagle_convert.render.escape import json_text
+
+__all__ = ["dumps", "json_errors", "write_json", "write_json_value"]
+
+
+def dumps(value: Any, indent: int | None = 2) -> str:
+    """``value`` as JSON text and a newline (``indent=None``: one line, json's fast C encoder), any string in it
+    written safe for a terminal and a UTF-8 stream by :func:`~eagle_convert.render.escape.json_text`."""
+    separators = None if indent is not None else (",", ":")
+    return json_text(json.dumps(value, indent=indent, ensure_ascii=False, separators=separators)) + "\n"
 
 
 def write_json(doc: dict[str, Any]) -> None:
@@ -19,10 +28,7 @@ def write_json(doc: dict[str, Any]) -> None:
 def write_json_value(value: Any) -> None:
     """Indented for a person at a terminal; one line otherwise (a pipe, a file), which is also json's fast C
     encoder: the indenting encoder is pure Python and cost seconds on a 20,000-tensor table."""
-    if sys.stdout.isatty():
-        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.write(dumps(value, indent=2 if sys.stdout.isatty() else None))
 
 
 @contextmanager

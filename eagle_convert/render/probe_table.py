@@ -189,7 +189,7 @@ def probe_table(p: ProbeResult, width: int) -> Table:
     )
     table.add_column("reading", overflow="fold", min_width=min(_READING_MIN, width // 3))
     for c in columns:
-        table.add_column(c.header, no_wrap=True)
+        table.add_column(Text(c.header), no_wrap=True)  # a Text: its line break is ours, not escaped
     table.add_column("verdict", no_wrap=True)
     rows = sorted(p.rows, key=lambda r: r.diagnostic)  # stable: the readings, then the diagnostics
     for i, row in enumerate(rows):
