@@ -308,7 +308,7 @@ def test_an_output_overlapping_the_source_directory_is_refused(tmp_path: Path, w
     src = make_source(tmp_path)
     before = hashes(src)
     out = {"inside": src / "converted", "equal": src, "parent": tmp_path}[where]
-    with pytest.raises(UsageError, match="the output (is|is inside|contains) the input"):
+    with pytest.raises(UsageError, match=r"the output (is|is inside|contains) the input"):
         write_checkpoint(out, single_plan(src), config(src), force=True)
     assert hashes(src) == before
     assert not (src / "converted").exists()
