@@ -33,7 +33,9 @@ import json
 import os
 import re
 import socket
+import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,7 +69,9 @@ DEFAULT_LFS_PATTERNS: tuple[str, ...] = (
 )
 LFS_SIZE_THRESHOLD = 10 * 1024 * 1024  # the Hub refuses regular git blobs above 10 MiB
 
-FAULT_KINDS = ("429", "500", "truncate", "bad-range")
+FAULT_KINDS = ("429", "500", "truncate", "bad-range", "drop", "echo-auth", "drip", "endless", "corrupt", "grow")
+# answered before routing, whatever the path names
+_EARLY_FAULTS = ("429", "500", "drop", "echo-auth", "drip", "endless")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -91,6 +95,16 @@ class Fault:
       * ``"bad-range"``: answer a valid single ``Range`` request with 206 and a ``Content-Range`` naming a range other
         than the one asked for (shifted by one byte, or a wrong total when the whole file was asked for); the body
         holds the bytes that header names. Only triggers on requests carrying a ``Range`` header to a resolve URL.
+
+    Hostile servers (tests/test_hostile_hub.py):
+
+      * ``"drop"``: close the connection without answering (any method).
+      * ``"echo-auth"``: answer 500 whose error message, ``X-Error-Message`` and ``X-HF-Warning`` headers repeat the
+        request's ``Authorization`` header and hold a terminal escape sequence (any method).
+      * ``"drip"``: answer 200 announcing a 1 MB body and send it one byte every 50 ms until the client hangs up.
+      * ``"endless"``: answer 200 with a chunked body of JSON-looking bytes that never ends until the client hangs up.
+      * ``"corrupt"``: a whole-file GET of a resolve URL gets the file with its last byte changed (same length).
+      * ``"grow"``: a whole-file GET of a resolve URL gets the file followed by 1 MiB more (Content-Length says so).
 
     Each trigger decrements `count` and bumps `hits`; a fault whose count reaches 0 is removed from `FakeHub.faults`.
     `method` (e.g. ``"GET"``) restricts the fault to one HTTP method.
@@ -274,6 +288,10 @@ class FakeHub:
         self.lfs_patterns = tuple(lfs_patterns)
         self.requests: list[RequestLog] = []
         self.faults: list[Fault] = []
+        # a repo that lies (tests/test_hostile_hub.py): repo id -> raw entries added to its listing's `siblings`
+        # (names no commit can hold: `../x`, `/x`), and repo id -> keys replacing those of its listing (`sha`)
+        self.extra_siblings: dict[str, list[dict[str, Any]]] = {}
+        self.info_overrides: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._repos: dict[tuple[str, str], _Repo] = {}
         self._blob_meta: dict[str, tuple[int, str]] = {}  # sha256 -> (size, git sha1)
@@ -625,7 +643,8 @@ class FakeHub:
             info["modelId"] = repo.repo_id
         if blobs:
             info["usedStorage"] = sum(self._meta(b)[0] for b in set(record.tree.values()))
-        return info
+        info["siblings"] += self.extra_siblings.get(repo.repo_id, [])
+        return {**info, **self.info_overrides.get(repo.repo_id, {})}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -639,6 +658,11 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, hub: FakeHub) -> None:
         self.hub = hub
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up (as a refusing client does)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -684,9 +708,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.hub.requests.append(self._log)
         try:
             body = self._read_body()
-            fault = self.hub._take_fault(("429", "500"), self.command, self._log.path)
+            fault = self.hub._take_fault(_EARLY_FAULTS, self.command, self._log.path)
             if fault is not None:
                 self._log.fault = fault.kind
+                if fault.kind in ("drop", "drip", "endless"):
+                    return self._misbehave(fault.kind)
+                if fault.kind == "echo-auth":
+                    echo = f"{self._log.headers.get('authorization')} \x1b[2J\x1b]0;pwned\x07"
+                    raise HubError(
+                        500, f"cannot serve a request with {echo}", headers={"X-HF-Warning": f"echo; {echo}"}
+                    )
                 if fault.kind == "429":
                     raise HubError(429, "Too Many Requests (injected fault)", headers={"Retry-After": "1"})
                 raise HubError(500, "Internal Server Error (injected fault)")
@@ -697,6 +728,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(HubError(500, f"FakeHub crashed: {exc!r}\n{traceback.format_exc()}"))
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
+
+    def _misbehave(self, kind: str) -> None:
+        """The hostile answers that are no HTTP error: a dropped connection, a dripping or an endless body. Each
+        ends when the client hangs up (or after a minute of dripping, or 6 GB of endless body)."""
+        self.close_connection = True
+        if kind == "drop":
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self._log.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header(*(("Content-Length", "1000000") if kind == "drip" else ("Transfer-Encoding", "chunked")))
+        self.end_headers()
+        chunk = b" " if kind == "drip" else b"%x\r\n%s\r\n" % (60_000, b'{"a": ' * 10_000)
+        try:
+            for _ in range(1200 if kind == "drip" else 100_000):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                self._log.bytes_sent += len(chunk)
+                if kind == "drip":
+                    time.sleep(0.05)
+        except OSError:  # the client hung up, as it should
+            pass
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -901,6 +955,11 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes */{size}"
             return self._send(416, headers, b"")
         data = self.hub._read_blob(blob) if self.command == "GET" else b""
+        if parsed is None and self.command == "GET" and data:
+            lie = self.hub._take_fault(("corrupt", "grow"), self.command, self._log.path)
+            if lie is not None:
+                self._log.fault = lie.kind
+                data = data[:-1] + bytes([data[-1] ^ 1]) if lie.kind == "corrupt" else data + b"\0" * (1 << 20)
         if parsed is None:
             if self.command == "HEAD":  # advertise the full length without reading the blob
                 return self._send_head(200, headers, size)

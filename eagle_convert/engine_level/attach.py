@@ -43,6 +43,7 @@ from typing import Any
 
 from eagle_convert.engine_level.base import EngineRunError, acceptance
 from eagle_convert.errors import UsageError
+from eagle_convert.read.redact import redact_url
 
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
 ENGINES = ("vllm", "sglang")
@@ -259,14 +260,6 @@ def _origin(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{parts.hostname}:{port}"
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced by ``***@``, for every message that names it."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 def _reason(reason: object) -> str:

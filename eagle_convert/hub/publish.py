@@ -24,7 +24,15 @@ from eagle_convert.read.checkpoint import (
 )
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_pull import PullReport, TransferFile, pull_checkpoint, repo_ref
-from eagle_convert.read.hub_store import HubError, hf_client, translate_error
+from eagle_convert.read.hub_store import (
+    HubError,
+    hf_client,
+    hub_endpoint,
+    known_secrets,
+    remember_token,
+    translate_error,
+)
+from eagle_convert.read.redact import printable, redact
 from eagle_convert.verify.report import VerifyReport
 from eagle_convert.verify.run import FAIL_LEVELS, checkpoint_files, verify_checkpoint
 from eagle_convert.version import __version__
@@ -105,6 +113,8 @@ def push_checkpoint(
     if revision is not None:
         raise UsageError("push writes to the main branch (or a PR with --create-pr); drop the @revision")
     directory = Path(directory)
+    endpoint = None if dry_run else hub_endpoint()  # a password in HF_ENDPOINT is refused before any work
+    remember_token(token)
     report = verify_checkpoint(
         directory, target=target, engine=engine, level=level, fail_level=fail_level, strict=strict
     )
@@ -138,7 +148,7 @@ def push_checkpoint(
     if dry_run:
         return result
     hf = hf_client()
-    api = hf.HfApi(endpoint=hf.constants.ENDPOINT, token=token)
+    api = hf.HfApi(endpoint=endpoint, token=token)
     try:
         api.create_repo(repo_id, exist_ok=True, private=private)
         head = api.repo_info(repo_id, files_metadata=False)
@@ -162,9 +172,11 @@ def push_checkpoint(
     except EagleConvertError:
         raise
     except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-        raise translate_error(exc, repo_id) from None
-    result.parent_commit = head.sha
-    result.commit = commit.oid
-    result.commit_url = commit.commit_url
-    result.pr_url = commit.pr_url
+        raise translate_error(exc, repo_id, token) from None
+    # what the server answered is printed and written as JSON: never a token it repeats, never a control character
+    secrets = known_secrets(token)
+    result.parent_commit = printable(redact(str(head.sha), secrets))
+    result.commit = printable(redact(str(commit.oid), secrets))
+    result.commit_url = printable(redact(commit.commit_url, secrets)) if commit.commit_url else None
+    result.pr_url = printable(redact(commit.pr_url, secrets)) if commit.pr_url else None
     return result

@@ -1,18 +1,25 @@
 """`pull`: download only what a draft needs from the Hub, checked file by file, validated, then renamed into place.
 
-The files go into a resumable staging directory next to the output; every file's size and hash is checked against
-the Hub's metadata (LFS sha256, or the git blob id of small files), the strict reader validates the checkpoint, and
-only then is it renamed to the output. (``hub.publish`` holds the verify-gated push; ``normalize`` pulls through here.)
+OUT is checked before any request (it must not exist unless ``--force``, must be or become a directory, and its
+folder must be writable). The files go into a resumable staging directory next to the output, each fetched by its
+exact name (never a pattern) and checked as it streams: no more than its listed size, then its size and hash against
+the Hub's metadata (LFS sha256, or the git blob id of small files). The strict reader validates the checkpoint, and
+only then is it renamed to the output. After a failure nothing is at OUT; the staging directory stays only after a
+transfer that failed part way, holding only files already checked, and is removed after any other failure.
+(``hub.publish`` holds the verify-gated push; ``normalize`` pulls through here.)
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle_convert.errors import InputError, OutputExistsError, UsageError
+from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UsageError
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
     INDEX_SUFFIX,
@@ -20,8 +27,8 @@ from eagle_convert.read.checkpoint import (
     SAFETENSORS_SUFFIX,
     open_checkpoint,
 )
-from eagle_convert.read.digest import hash_files
-from eagle_convert.read.hub_store import HubError, HubStore, hf_client, hub_repo_ref, translate_error
+from eagle_convert.read.digest import HASH_CHUNK
+from eagle_convert.read.hub_store import HubError, HubStore, HubTransferError, hub_repo_ref
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -66,33 +73,126 @@ def _wanted(name: str, allow_pickle: bool, tokenizer: bool) -> bool:
     )
 
 
-def _git_blob_sha1(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def _check_file(store: HubStore, path: Path) -> TransferFile:
-    """The downloaded file has the Hub's size and hash (LFS sha256, or git blob sha1 for files stored in git)."""
+def _kept(store: HubStore, path: Path) -> TransferFile | None:
+    """``path`` as a file a pull already checked (a regular file of the listed size and hash), else None."""
     remote = store.files[path.name]
-    size = path.stat().st_size
-    if size != remote.size:
-        path.unlink()
-        raise HubError(
-            f"{path.name} is {size} bytes but the Hub lists {remote.size}; removed, run pull again",
-            path=store.location(path.name),
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size != remote.size:
+            return None
+        sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % remote.size, usedforsecurity=False)
+        with path.open("rb") as f:
+            while chunk := f.read(HASH_CHUNK):
+                sha256.update(chunk)
+                blob.update(chunk)
+    except OSError:
+        return None
+    if remote.sha256 and sha256.hexdigest() != remote.sha256:
+        return None
+    if not remote.sha256 and remote.blob_id and blob.hexdigest() != remote.blob_id:
+        return None
+    return TransferFile(path.name, remote.size, sha256.hexdigest())
+
+
+def _kind(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken link"
+    return "a regular file" if stat.S_ISREG(mode) else "not a directory"
+
+
+def _check_destination(out: Path, force: bool) -> None:
+    """Refuse, before any request, an OUT that cannot become the pulled directory: one that exists (without
+    ``--force``), is not a directory, lies under a file, or sits where nothing can be written."""
+    if out.name in ("", ".", ".."):
+        raise UsageError("OUT must name a directory to create", path=out)
+    if os.path.lexists(out):
+        if not force:
+            raise OutputExistsError("the output already exists", path=out)
+        if not out.is_symlink() and not out.is_dir():
+            raise InputError(
+                f"the output is {_kind(out)}; pull writes a directory and never replaces a file with it",
+                path=out,
+                hint="choose a new directory path for OUT",
+            )
+        if not out.is_symlink() and not os.access(out, os.W_OK | os.X_OK):
+            raise InputError(
+                "the output is a read-only directory; --force cannot replace it",
+                path=out,
+                hint="choose another OUT, or make it writable",
+            )
+    ancestor = out.absolute().parent
+    while not os.path.lexists(ancestor):
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(
+            f"the output lies under {ancestor}, which is {_kind(ancestor)}",
+            path=out,
+            hint="choose an OUT whose parent folders are directories (or do not exist yet)",
         )
-    sha256 = hash_files(path.parent, [path.name])[0].sha256
-    if remote.sha256 and sha256 != remote.sha256:
-        path.unlink()
-        raise HubError(
-            f"{path.name} does not match the Hub's sha256; removed, run pull again", path=store.location(path.name)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(
+            f"cannot create the output: {ancestor} is not writable",
+            path=out,
+            hint="choose an OUT in a directory you can write to",
         )
-    if not remote.sha256 and remote.blob_id and _git_blob_sha1(path.read_bytes()) != remote.blob_id:
-        path.unlink()
-        raise HubError(
-            f"{path.name} does not match the Hub's git object id; removed, run pull again",
-            path=store.location(path.name),
-        )
-    return TransferFile(path.name, size, sha256)
+
+
+def _write_error(exc: OSError, out: Path) -> InputError:
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return DiskFullError(f"no room to write the pulled checkpoint ({reason}); nothing was written", path=out)
+    where = f" ({exc.filename})" if exc.filename else ""
+    return InputError(
+        f"cannot write the pulled checkpoint{where}: {reason}; nothing was written",
+        path=out,
+        hint="choose an OUT on a filesystem you can write to",
+    )
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Create the folders above ``out`` that are missing; return them, deepest first, to remove after a failure."""
+    made = [p for p in out.absolute().parents if not os.path.lexists(p)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return made
+
+
+def _prepare_staging(staging: Path, names: list[str]) -> None:
+    """``staging`` as a directory holding nothing but files named in ``names`` (kept from an earlier try, checked
+    again before use): a link or file in its place, other files and folders are removed."""
+    if os.path.lexists(staging) and (staging.is_symlink() or not staging.is_dir()):
+        staging.unlink()
+    staging.mkdir(exist_ok=True)
+    for entry in staging.iterdir():
+        if entry.name not in names or entry.is_symlink() or not entry.is_file():
+            _remove(entry)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _commit(staging: Path, out: Path, force: bool, sha: str) -> None:
+    """Rename the checked ``staging`` to ``out``; with ``force``, a previous ``out`` is put back if that fails."""
+    if not os.path.lexists(out):
+        staging.rename(out)
+        return
+    if not force:
+        raise OutputExistsError("the output appeared while the pull ran", path=out)
+    old = out.parent / f".{out.name}.old-{sha[:16]}"
+    if os.path.lexists(old):
+        _remove(old)
+    out.rename(old)
+    try:
+        staging.rename(out)
+    except BaseException:
+        old.rename(out)
+        raise
+    _remove(old)
 
 
 def pull_checkpoint(
@@ -106,11 +206,13 @@ def pull_checkpoint(
     dry_run: bool = False,
 ) -> PullReport:
     """Download the draft files of ``ref`` into ``out``: checked, validated, then renamed into place. ``dry_run``:
-    list what would be downloaded (names, sizes and sha256 as the Hub lists them) and write nothing."""
+    list what would be downloaded (names, sizes and sha256 as the Hub lists them) and write nothing.
+
+    After a failure nothing is left at ``out``, and nothing beside it but, after a transfer that failed part way
+    (network, server errors, the deadline, Ctrl-C), the staging directory with the files already checked."""
     repo_id, revision = repo_ref(ref)
     out = Path(out)
-    if (out.exists() or out.is_symlink()) and not force:
-        raise OutputExistsError("the output already exists", path=out)
+    _check_destination(out, force)
     store = HubStore(repo_id, revision, token)
     names = [n for n in store.names() if _wanted(n, allow_pickle, tokenizer)]
     skipped_pickle = [n for n in store.names() if n.endswith(PICKLE_SUFFIXES) and n not in names]
@@ -122,32 +224,46 @@ def pull_checkpoint(
     if dry_run:
         listed = [TransferFile(n, store.files[n].size, store.files[n].sha256) for n in names]
         return PullReport(repo_id, store.sha, str(out), listed, dry_run=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
-    hf = hf_client()
+    made: list[Path] = []
     try:
-        hf.snapshot_download(
-            repo_id,
-            revision=store.sha,
-            allow_patterns=names,
-            local_dir=staging,
-            token=token,
-            endpoint=hf.constants.ENDPOINT,
-        )
-    except Exception as exc:  # noqa: BLE001 - every client error becomes one typed line
-        raise translate_error(exc, ref) from None
-    files = [_check_file(store, staging / n) for n in names]
-    try:
+        made = _make_parents(out)
+        _prepare_staging(staging, names)
+        files = [_kept(store, staging / n) or _download(store, n, staging) for n in names]
         open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
-    except InputError:
-        shutil.rmtree(staging, ignore_errors=True)
+        _commit(staging, out, force, store.sha)
+    except (HubTransferError, KeyboardInterrupt) as exc:
+        kept = [p.name for p in staging.iterdir()] if staging.is_dir() else []
+        if not kept:
+            _clean_up(staging, made)
+        if isinstance(exc, HubTransferError) and kept:
+            raise HubTransferError(
+                exc.cause,
+                path=exc.path,
+                hint=f"run the same pull again to resume: {len(kept)} file(s) already checked are kept in "
+                f"{staging} (remove it to start over)",
+            ) from None
         raise
-    shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume bookkeeping
-    if out.exists() or out.is_symlink():
-        old = out.parent / f".{out.name}.old-{store.sha[:16]}"
-        out.rename(old)
-        staging.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(out)
+    except OSError as exc:
+        _clean_up(staging, made)
+        raise _write_error(exc, out) from None
+    except BaseException:
+        _clean_up(staging, made)
+        raise
     return PullReport(repo_id, store.sha, str(out), files)
+
+
+def _download(store: HubStore, name: str, staging: Path) -> TransferFile:
+    sha256 = store.download(name, staging / name)
+    return TransferFile(name, store.files[name].size, sha256)
+
+
+def _clean_up(staging: Path, made: list[Path]) -> None:
+    """Remove the staging directory and the folders this pull created above OUT (those left empty)."""
+    if os.path.lexists(staging):
+        _remove(staging)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
