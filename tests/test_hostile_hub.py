@@ -271,10 +271,10 @@ def test_an_out_that_is_a_file_or_under_one_is_refused_before_any_request(
     hub.add_repo("org/ok", draft)
     (dest / "file").write_text("mine\n")
     cases = [
-        (["pull", "org/ok", str(dest / "file")], "already exists"),
+        (["pull", "org/ok", str(dest / "file")], "is a regular file"),
         (["pull", "org/ok", str(dest / "file"), "--force"], "is a regular file"),
-        (["pull", "org/ok", str(dest / "file" / "out")], "lies under"),
-        (["pull", "org/ok", str(dest / "file" / "a" / "out"), "--force"], "lies under"),
+        (["pull", "org/ok", str(dest / "file" / "out")], "is a file, not a directory"),
+        (["pull", "org/ok", str(dest / "file" / "a" / "out"), "--force"], "is a file, not a directory"),
     ]
     for args, words in cases:
         code, out, err = _cli(capfd, *args)
@@ -288,19 +288,15 @@ def test_an_out_in_a_read_only_directory_is_refused_before_any_request(
 ) -> None:
     hub.add_repo("org/ok", draft)
     (dest / "ro").mkdir()
-    (dest / "ro-out").mkdir()
     (dest / "ro").chmod(0o555)
-    (dest / "ro-out").chmod(0o555)
     try:
-        for args in (["pull", "org/ok", str(dest / "ro" / "out")], ["pull", "org/ok", str(dest / "ro-out"), "--force"]):
+        for args in (["pull", "org/ok", str(dest / "ro" / "out")], ["pull", "org/ok", str(dest / "ro" / "a" / "out")]):
             code, _, err = _cli(capfd, *args)
-            assert code == 2 and ("not writable" in err or "read-only" in err), err
-            _one_error(err)
+            assert code == 2 and "cannot write into" in _one_error(err), err
         assert not hub.requests
     finally:
         (dest / "ro").chmod(0o755)
-        (dest / "ro-out").chmod(0o755)
-    assert sorted(p.name for p in dest.iterdir()) == ["ro", "ro-out"] and not list((dest / "ro").iterdir())
+    assert sorted(p.name for p in dest.iterdir()) == ["ro"] and not list((dest / "ro").iterdir())
 
 
 def test_a_folder_the_user_cannot_write_is_refused_before_any_request(
@@ -320,8 +316,8 @@ def test_a_folder_the_user_cannot_write_is_refused_before_any_request(
 
     monkeypatch.setattr(os, "access", access)
     for args, words in (
-        (["pull", "org/ok", str(dest / "new" / "out")], "is not writable"),
-        (["pull", "org/ok", str(dest / "existing"), "--force"], "read-only directory"),
+        (["pull", "org/ok", str(dest / "new" / "out")], "cannot write into"),
+        (["pull", "org/ok", str(dest / "existing"), "--force"], "cannot write into"),
     ):
         code, _, err = _cli(capfd, *args)
         assert code == 2 and words in _one_error(err), err
@@ -381,3 +377,24 @@ def test_an_endless_listing_is_refused_at_the_cap(
     assert code == 2 and f"more than the {hub_store.MAX_LISTING} bytes" in _one_error(err), err
     sent = hub.requests[0].bytes_sent
     assert sent < hub_store.MAX_LISTING + (64 << 20), sent  # read no further than the cap (and what was in flight)
+
+
+def test_normalize_of_a_repo_checks_its_output_before_any_request(
+    hub: FakeHub, draft: dict[str, bytes], dest: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`normalize REPO OUT` pulls into a staging folder beside OUT: OUT under a file or existing (no --force) is
+    refused before the pull (before: an internal FileExistsError), and a failed run leaves nothing beside OUT."""
+    hub.add_repo("org/ok", draft)
+    (dest / "file").write_text("mine\n")
+    (dest / "existing").mkdir()
+    for out, words in (
+        (dest / "file" / "out", "is a file, not a directory"),
+        (dest / "existing", "already exists"),
+    ):
+        code, _, err = _cli(capfd, "normalize", "org/ok", str(out), "--profile", "vllm")
+        assert code == 2 and words in _one_error(err), err
+    assert not hub.requests
+    hub.add_repo("org/no-weights", {"config.json": draft["config.json"]})
+    code, _, err = _cli(capfd, "normalize", "org/no-weights", str(dest / "new" / "deeper" / "out"), "--profile", "vllm")
+    assert code == 2 and "no safetensors weights" in _one_error(err)
+    assert sorted(p.name for p in dest.iterdir()) == ["existing", "file"]

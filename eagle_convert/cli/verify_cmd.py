@@ -253,7 +253,7 @@ def verify(
         check_engine_args(engine_level_engine(resolve_engines(chosen_engine)), engine_settings.engine_args)
     if output is not None:
         inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
-        from eagle_convert.normalize.writer import check_output_place
+        from eagle_convert.read.output_place import check_output_place
 
         check_output_place(output, [Path(p) for p in inputs if p is not None], directory=False)
     runs: list[tuple[VerifyReport, EagleConvertError | None]] = []

@@ -9,6 +9,7 @@ fc column permutations and vocabulary-map conversions compute bytes, one tensor 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -28,7 +29,14 @@ from eagle_convert.engines import (
     engine_view,
     resolve_engines,
 )
-from eagle_convert.errors import NormalizeRefused, NothingToCheckError, UsageError, check_choice, require_torch
+from eagle_convert.errors import (
+    NormalizeRefused,
+    NothingToCheckError,
+    OutputExistsError,
+    UsageError,
+    check_choice,
+    require_torch,
+)
 from eagle_convert.normalize.profiles import PROFILES, Semantics
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
@@ -334,14 +342,24 @@ def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
     import tempfile
 
     from eagle_convert.read.hub_pull import pull_checkpoint
+    from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
+    check_output_place(out, [], directory=True)  # before the download, as the writer checks it after
+    if os.path.lexists(out) and not kwargs.get("force"):
+        raise OutputExistsError("the output already exists", path=out)
+    try:
+        made = make_parents(out)  # removed again after a failure
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
+    except OSError as exc:
+        raise write_error(exc, out) from None
     try:
         pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=bool(kwargs.get("allow_pickle")))
         report = normalize_checkpoint(staging / "draft", out, **kwargs)
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        remove_made(made)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
     report.source = f"{ref} ({pulled.revision})"
     return report
 

@@ -65,14 +65,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UnsafePathError, UsageError
+from eagle_convert.errors import InputError, OutputExistsError, UnsafePathError
 from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
+from eagle_convert.read.output_place import check_output_place, write_error
 from eagle_convert.read.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
 
 COPY_BUFFER_BYTES = 8 * 1024 * 1024  # the read/write fallback's chunk
 KERNEL_CHUNK_BYTES = 64 * 1024 * 1024  # the most one copy_file_range/sendfile call is asked to copy
 _FALLBACK_ERRNOS = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
-_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # EFBIG: a file-size limit
 _RANDOM_HEX = 16
 _BINARY: int = getattr(os, "O_BINARY", 0)  # Windows only; 0 elsewhere
 
@@ -146,7 +146,7 @@ def write_checkpoint(
         left_behind += _remove_stale_partials(out)
         tmp = _make_partial_dir(out)
     except OSError as exc:
-        raise _write_error(exc, out) from exc
+        raise write_error(exc, out) from exc
 
     committed = False
     try:
@@ -158,7 +158,7 @@ def write_checkpoint(
         old = _commit(tmp, out, force)
         committed = True
     except OSError as exc:
-        raise _write_error(exc, out) from exc
+        raise write_error(exc, out) from exc
     finally:
         if not committed:
             _remove(tmp)
@@ -235,64 +235,6 @@ def _check_output(out: Path, sources: Mapping[Path, int], force: bool) -> None:
     check_output_place(out, sorted({src.parent for src in sources}), directory=True)
     if os.path.lexists(out) and not force:
         raise OutputExistsError("the output already exists", path=out)
-
-
-_OTHER_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                (stat.S_ISBLK, "a block device"))  # fmt: skip
-
-
-def check_output_place(out: Path, inputs: Sequence[Path], *, directory: bool) -> None:
-    """Where a command will write (a report file, or a directory when ``directory``), checked before any work:
-    UsageError (exit 2, nothing read or written) when it is, lies inside or (a directory) contains one of ``inputs``;
-    when what is already there is not what the write replaces (a directory for a report, a device, FIFO or socket,
-    which an atomic rename would replace rather than write into); and when the nearest existing folder above it is a
-    file or cannot be written (a read-only filesystem, no permission)."""
-    if out.name in ("", ".", ".."):
-        raise UsageError("the output must name a file or directory to create", path=out)
-    real = out.resolve()
-    for given in inputs:
-        if not os.path.lexists(given):  # a Hub id, or a file the run will report missing
-            continue
-        source = given.resolve()
-        inside = source.is_dir() and real.is_relative_to(source)
-        contains = directory and source.is_relative_to(real)
-        if real == source or inside or contains:
-            where = "is" if real == source else "is inside" if inside else "contains"
-            raise UsageError(
-                f"the output {where} the input {given}: writing it would overwrite what is read",
-                path=out,
-                hint="write the output outside the checkpoints and other inputs, e.g. to a new directory",
-            )
-    if os.path.lexists(out):
-        mode = os.stat(out).st_mode if os.path.exists(out) else stat.S_IFREG  # a dangling link is replaced
-        kind = next((what for test, what in _OTHER_KINDS if test(mode)), None)
-        if kind is None and stat.S_ISDIR(mode) and not directory:
-            kind = "a directory"
-        if kind is not None:
-            raise UsageError(
-                f"the output is {kind}: it would be replaced, not written into",
-                path=out,
-                hint="name a regular file (or a new one), or leave the option out to write to stdout"
-                if not directory
-                else "name a new directory",
-            )
-    folder = real.parent
-    while not os.path.lexists(folder):
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(
-            f"the output's folder {folder} is a file, not a directory", path=out, hint="choose another output path"
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        reason = "a read-only filesystem" if _read_only(folder) else "no permission to write there"
-        raise UsageError(f"cannot write into {folder}: {reason}", path=out, hint="choose an output path you can write")
-
-
-def _read_only(folder: Path) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # no statvfs (Windows)
-        return False
 
 
 def _check_sources(sources: Mapping[Path, int]) -> None:
@@ -570,18 +512,6 @@ def _remove(path: Path) -> bool:
     return not os.path.lexists(path)
 
 
-def _write_error(exc: OSError, out: Path, what: str = "the checkpoint") -> InputError:
-    reason = exc.strerror or str(exc)
-    if exc.errno in _DISK_FULL_ERRNOS:
-        return DiskFullError(f"no room to write {what} ({reason}); nothing was written", path=out)
-    where = f" ({exc.filename})" if exc.filename else ""
-    return InputError(
-        f"cannot write {what}{where}: {reason}; nothing was written",
-        path=out,
-        hint="choose an output path on a writable filesystem with room, outside the inputs",
-    )
-
-
 def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:
     """Write ``text`` (``what``, as errors name it) to ``path`` through a temporary sibling and a rename.
 
@@ -601,4 +531,4 @@ def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise _write_error(exc, path, what) from exc
+        raise write_error(exc, path, what) from exc

@@ -11,7 +11,6 @@ transfer that failed part way, holding only files already checked, and is remove
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
@@ -19,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UsageError
+from eagle_convert.errors import OutputExistsError, UsageError
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
     INDEX_SUFFIX,
@@ -29,6 +28,7 @@ from eagle_convert.read.checkpoint import (
 )
 from eagle_convert.read.digest import HASH_CHUNK
 from eagle_convert.read.hub_store import HubError, HubStore, HubTransferError, hub_repo_ref
+from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -94,68 +94,12 @@ def _kept(store: HubStore, path: Path) -> TransferFile | None:
     return TransferFile(path.name, remote.size, sha256.hexdigest())
 
 
-def _kind(path: Path) -> str:
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return "a broken link"
-    return "a regular file" if stat.S_ISREG(mode) else "not a directory"
-
-
 def _check_destination(out: Path, force: bool) -> None:
     """Refuse, before any request, an OUT that cannot become the pulled directory: one that exists (without
     ``--force``), is not a directory, lies under a file, or sits where nothing can be written."""
-    if out.name in ("", ".", ".."):
-        raise UsageError("OUT must name a directory to create", path=out)
-    if os.path.lexists(out):
-        if not force:
-            raise OutputExistsError("the output already exists", path=out)
-        if not out.is_symlink() and not out.is_dir():
-            raise InputError(
-                f"the output is {_kind(out)}; pull writes a directory and never replaces a file with it",
-                path=out,
-                hint="choose a new directory path for OUT",
-            )
-        if not out.is_symlink() and not os.access(out, os.W_OK | os.X_OK):
-            raise InputError(
-                "the output is a read-only directory; --force cannot replace it",
-                path=out,
-                hint="choose another OUT, or make it writable",
-            )
-    ancestor = out.absolute().parent
-    while not os.path.lexists(ancestor):
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise InputError(
-            f"the output lies under {ancestor}, which is {_kind(ancestor)}",
-            path=out,
-            hint="choose an OUT whose parent folders are directories (or do not exist yet)",
-        )
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(
-            f"cannot create the output: {ancestor} is not writable",
-            path=out,
-            hint="choose an OUT in a directory you can write to",
-        )
-
-
-def _write_error(exc: OSError, out: Path) -> InputError:
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return DiskFullError(f"no room to write the pulled checkpoint ({reason}); nothing was written", path=out)
-    where = f" ({exc.filename})" if exc.filename else ""
-    return InputError(
-        f"cannot write the pulled checkpoint{where}: {reason}; nothing was written",
-        path=out,
-        hint="choose an OUT on a filesystem you can write to",
-    )
-
-
-def _make_parents(out: Path) -> list[Path]:
-    """Create the folders above ``out`` that are missing; return them, deepest first, to remove after a failure."""
-    made = [p for p in out.absolute().parents if not os.path.lexists(p)]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return made
+    check_output_place(out, [], directory=True)
+    if os.path.lexists(out) and not force:
+        raise OutputExistsError("the output already exists", path=out)
 
 
 def _prepare_staging(staging: Path, names: list[str]) -> None:
@@ -227,7 +171,7 @@ def pull_checkpoint(
     staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
     made: list[Path] = []
     try:
-        made = _make_parents(out)
+        made = make_parents(out)
         _prepare_staging(staging, names)
         files = [_kept(store, staging / n) or _download(store, n, staging) for n in names]
         open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
@@ -246,7 +190,7 @@ def pull_checkpoint(
         raise
     except OSError as exc:
         _clean_up(staging, made)
-        raise _write_error(exc, out) from None
+        raise write_error(exc, out, "the pulled checkpoint") from None
     except BaseException:
         _clean_up(staging, made)
         raise
@@ -262,8 +206,4 @@ def _clean_up(staging: Path, made: list[Path]) -> None:
     """Remove the staging directory and the folders this pull created above OUT (those left empty)."""
     if os.path.lexists(staging):
         _remove(staging)
-    for folder in made:
-        try:
-            folder.rmdir()
-        except OSError:
-            break
+    remove_made(made)

@@ -28,12 +28,12 @@ from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint, is_plain_name, open_store
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.redact import has_userinfo, printable, redact, redact_url
+from eagle_convert.read.regular import MAX_SMALL_FILE  # config.json and index files: the same cap as on disk
 from eagle_convert.read.safetensors_header import SafetensorsHeader, header_length, parse_header
 
 T = TypeVar("T")
 
 REPO_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[\w./-]+))?$")
-MAX_SMALL_FILE = 64 << 20  # config.json and index files larger than this are refused
 RETRY_STATUS = (429, 500, 502, 503, 504)
 
 
@@ -206,7 +206,7 @@ MAX_WAIT_S = 4.0
 READ_TIMEOUT_S = 30.0  # a connection silent for this long is a failed try
 DEADLINE_S = 120.0  # the whole of one listing, config or header read, retries included
 MIN_RATE = 256 << 10  # bytes/s: a download's deadline is DEADLINE_S plus its listed size at this rate
-MAX_LISTING = 64 << 20  # the repo's file listing (JSON): refused unread past this
+MAX_LISTING = MAX_SMALL_FILE  # the repo's file listing (JSON): refused unread past this
 MAX_ERROR_BODY = 64 << 10  # an error answer is read this far for its message
 
 
