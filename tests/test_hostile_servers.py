@@ -8,11 +8,14 @@ real-server tests in tests/test_engine_url.py read); the SGLang one answers ``/s
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,15 +111,23 @@ class _Vllm(_Quiet):
         self._json(200, answer)
 
 
+class _Url(str):
+    """A served base URL; ``handler`` is the server's own handler class, whose ``seen`` lists what reached it."""
+
+    handler: Any
+
+
 @contextmanager
-def _serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[str]:
+def _serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[_Url]:
     cls = type("Handler", (handler,), {"seen": [], "answered": 0, **attrs})
     server = ThreadingHTTPServer(("127.0.0.1", 0), cls)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    url = _Url(f"http://127.0.0.1:{server.server_address[1]}")
+    url.handler = cls
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield url
     finally:
         server.shutdown()
         server.server_close()
@@ -153,10 +164,10 @@ def test_a_redirect_to_another_origin_is_an_error_and_the_key_never_arrives_ther
 
         with _serve(_Vllm, routes={"/metrics": redirect}) as url, pytest.raises(AttachError) as error:
             _attach(url)
-        elsewhere = _Vllm.seen
+        elsewhere = other.handler.seen
     assert "redirected to another origin" in error.value.message and other.replace("http://", "") in error.value.message
     assert url in error.value.message and error.value.exit_code == 2
-    assert not [s for s in elsewhere if s[1] is not None]
+    assert not elsewhere  # nothing at all reached the other origin, with or without the key
     _no_key(error.value)
 
 
@@ -330,3 +341,84 @@ def test_impossible_sglang_numbers_are_a_server_fault(case: str) -> None:
         _attach(url, timeout=60.0)
     assert "reported impossible numbers" in error.value.message and says in error.value.message, error.value.message
     assert time.monotonic() - started < 30  # linear in what the server sends, whatever it sends
+
+
+# ---- proxies: the environment's http_proxy/https_proxy/no_proxy, as urllib reads them ------------------------------
+
+
+class _Proxy(_Quiet):
+    """A forward HTTP proxy: records each request line with its Authorization and Proxy-Authorization headers, relays
+    absolute-form requests to their origin, and refuses CONNECT (no TLS here: the tunnel's request line is enough)."""
+
+    seen: list[tuple[str, str | None, str | None]] = []  # noqa: RUF012
+
+    def _relay(self) -> None:
+        type(self).seen.append(
+            (self.requestline, self.headers.get("Authorization"), self.headers.get("Proxy-Authorization"))
+        )
+        if self.command == "CONNECT":
+            self._send(502, b"no tunnels here")
+            return
+        parts = urllib.parse.urlsplit(self.path)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+        upstream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "proxy-authorization"}
+        upstream.request(self.command, parts.path, body=body, headers=headers)
+        answer = upstream.getresponse()
+        self._send(answer.status, answer.read(), answer.getheader("Content-Type") or "application/json")
+        upstream.close()
+
+    do_GET = do_POST = do_CONNECT = _relay
+
+
+def _proxy_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_environments_http_proxy_carries_the_run_and_its_password_goes_to_the_proxy_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _serve(_Vllm) as url, _serve(_Proxy) as proxy:
+        _proxy_env(monkeypatch, http_proxy=proxy.replace("http://", "http://me:pr0xy-pw@"))
+        got = _attach(url)
+        through, direct = proxy.handler.seen, url.handler.seen
+    assert (got.drafts, got.accepted_tokens) == (10, 12)
+    assert through and all(line.split()[1].startswith(url + "/") for line, _, _ in through)  # absolute-form
+    assert all(auth == f"Bearer {KEY}" for _, auth, _ in through)
+    assert {basic for _, _, basic in through} == {"Basic " + base64.b64encode(b"me:pr0xy-pw").decode()}
+    assert direct and all(auth == f"Bearer {KEY}" for _, auth in direct)  # the server never sees the proxy's
+
+
+def test_no_proxy_reaches_the_server_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _serve(_Vllm) as url, _serve(_Proxy) as proxy:
+        _proxy_env(monkeypatch, http_proxy=proxy, no_proxy="127.0.0.1")
+        got = _attach(url)
+        through = proxy.handler.seen
+    assert got.drafts == 10 and not through
+
+
+def test_https_goes_through_a_tunnel_the_proxy_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy sees CONNECT host:port and its own credentials, never a request or the API key; its refusal of the
+    tunnel is a clear AttachError (exit 2)."""
+    with _serve(_Proxy) as proxy:
+        _proxy_env(monkeypatch, https_proxy=proxy)
+        with pytest.raises(AttachError) as error:
+            run("https://127.0.0.1:9", KEY, PROMPTS, NEW, timeout=10.0)
+        through = proxy.handler.seen
+    assert [line.split()[:2] for line, _, _ in through] == [["CONNECT", "127.0.0.1:9"]]
+    assert all(auth is None for _, auth, _ in through) and "not reachable" in error.value.message
+    _no_key(error.value)
+
+
+def test_a_proxy_setting_that_is_not_http_is_a_usage_error_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _proxy_env(monkeypatch, http_proxy="socks5://me:pr0xy-pw@127.0.0.1:1080")
+    with pytest.raises(UsageError) as error:
+        _attach("http://127.0.0.1:9")
+    assert "not an http:// proxy" in error.value.message and "pr0xy-pw" not in error.value.message
+    assert "***@127.0.0.1:1080" in error.value.message

@@ -25,6 +25,7 @@ fields needed) is an :class:`AttachError` (exit 2) with a one-line message and a
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
@@ -35,6 +36,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -168,9 +170,7 @@ class _Server:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._timeout(path, timeout, phase)
-        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = kind(parts.hostname or "", parts.port, timeout=remaining)
-        headers = {"Accept": "application/json", "Host": parts.netloc}
+        conn, target, headers = _connection(parts, remaining)
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.token:
@@ -181,7 +181,6 @@ class _Server:
             timer = threading.Timer(max(deadline - time.monotonic(), 0.0), _shut, (conn.sock,))
             timer.daemon = True
             timer.start()
-            target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
             conn.request("POST" if data is not None else "GET", target, body=data, headers=headers)
             response = conn.getresponse()
             payload = response.read(MAX_BODY_BYTES + 1)
@@ -246,6 +245,48 @@ class _Server:
             hint="the server stopped or crashed while answering (see its log); nothing was measured, rerun when it "
             "serves again",
         )
+
+
+def _connection(
+    parts: urllib.parse.SplitResult, timeout: float
+) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
+    """(connection, request target, headers) for one exchange with ``parts``: straight to the server, or through the
+    HTTP proxy the environment names for it (``http_proxy``/``https_proxy``, bypassed for hosts in ``no_proxy``, as
+    urllib and the engines' own clients read them). Through a proxy, plain HTTP is sent to it with the absolute URL;
+    HTTPS goes through a CONNECT tunnel, so the proxy never sees the request or the API key. A proxy's own
+    ``user:password@`` becomes its Proxy-Authorization header, sent to the proxy only."""
+    headers = {"Accept": "application/json", "Host": parts.netloc}
+    path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = _proxy_for(parts.scheme, host)
+    if proxy is None:
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return kind(host, port, timeout=timeout), path, headers
+    auth = {}
+    if proxy.username is not None:
+        pair = f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
+        auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+    if parts.scheme == "https":
+        tunnel = http.client.HTTPSConnection(proxy.hostname or "", proxy.port or 80, timeout=timeout)
+        tunnel.set_tunnel(host, port, headers=auth)
+        return tunnel, path, headers
+    through = http.client.HTTPConnection(proxy.hostname or "", proxy.port or 80, timeout=timeout)
+    return through, urllib.parse.urlunsplit(("http", parts.netloc, parts.path or "/", parts.query, "")), headers | auth
+
+
+def _proxy_for(scheme: str, host: str) -> urllib.parse.SplitResult | None:
+    """The environment's HTTP proxy for ``scheme`` URLs on ``host``; None to connect directly. Only an ``http://``
+    proxy is spoken to (what vLLM and SGLang deployments sit behind); another kind is a usage error naming it."""
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.scheme != "http" or not parts.hostname:
+        raise UsageError(
+            f"the {scheme}_proxy setting {redact_url(proxy)} is not an http:// proxy",
+            hint=f"set {scheme}_proxy to http://HOST:PORT, or name the server's host in no_proxy to reach it directly",
+        )
+    return parts
 
 
 def _shut(sock: socket.socket | None) -> None:
