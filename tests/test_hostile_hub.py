@@ -398,3 +398,25 @@ def test_normalize_of_a_repo_checks_its_output_before_any_request(
     code, _, err = _cli(capfd, "normalize", "org/no-weights", str(dest / "new" / "deeper" / "out"), "--profile", "vllm")
     assert code == 2 and "no safetensors weights" in _one_error(err)
     assert sorted(p.name for p in dest.iterdir()) == ["existing", "file"]
+
+
+@pytest.mark.parametrize("kind", ["drip", "endless"])
+def test_push_answers_are_capped_and_on_a_deadline(
+    hub: FakeHub, fx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """push talks through huggingface_hub's HfApi, whose own client has no timeout: every API answer it reads is cut
+    at the deadline (a drip) or the cap (an endless body), one HubError, nothing committed."""
+    from eagle_convert.hub.publish import push_checkpoint
+    from eagle_convert.normalize.plan import normalize_checkpoint
+
+    target = fx / "targets" / "target-llama"
+    local = tmp_path / "clean"
+    normalize_checkpoint(fx / "layouts-sharded" / "specforge-mha-eagle3.1", local, target=target)
+    monkeypatch.setattr(hub_store, "DEADLINE_S", 1.0)
+    hub.faults.append(Fault("/api/models/org/pub", kind))
+    start = time.monotonic()
+    with pytest.raises(hub_store.HubError) as error:
+        push_checkpoint(local, "org/pub", target=target)
+    words = "no complete answer within 1 s" if kind == "drip" else f"over {hub_store.MAX_LISTING} bytes"
+    assert words in error.value.message and time.monotonic() - start < 30
+    assert not [c for c in hub.commits("org/pub") if c.files]  # create_repo's empty initial commit only

@@ -14,6 +14,7 @@ or a glob character is refused); what the server says back is redacted before it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -91,7 +92,56 @@ def hf_client() -> Any:
     import huggingface_hub.utils
 
     _filter_client_logs()
+    _bound_client(huggingface_hub)
     return huggingface_hub
+
+
+def _bound_client(hf: Any) -> None:
+    """The client huggingface_hub sends every request through (push's ``create_repo``/``repo_info``/``create_commit``
+    included, which it sends with no timeout at all), bounded: each read waits at most READ_TIMEOUT_S, and an API
+    answer (``/api/...``) is read up to MAX_LISTING bytes within DEADLINE_S of its headers; past either it is a
+    HubError. Done on the live client (whichever factory made it), once. Downloads stream through :func:`_request`,
+    which bounds them by their listed size."""
+    import httpx2
+
+    session = hf.utils.get_session()
+    hooks = session.event_hooks
+    if _bound_answer in hooks.get("response", []):
+        return
+    session.timeout = httpx2.Timeout(READ_TIMEOUT_S)
+    session.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bound_answer]}
+
+
+def _bound_answer(response: Any) -> None:
+    if response.request.url.path.startswith("/api/"):
+        source = redact_url(str(response.request.url.copy_with(query=None)))
+        response.stream = _bounded_stream()(response.stream, source)
+
+
+@functools.cache
+def _bounded_stream() -> type:
+    import httpx2
+
+    class Bounded(httpx2.SyncByteStream):
+        """An answer's byte stream, cut at MAX_LISTING bytes and at its deadline (a dripping server ends there)."""
+
+        def __init__(self, stream: Any, source: str) -> None:
+            self.stream, self.source, self.deadline = stream, source, time.monotonic() + DEADLINE_S
+
+        def __iter__(self) -> Iterator[bytes]:
+            total = 0
+            for chunk in self.stream:
+                total += len(chunk)
+                if total > MAX_LISTING:
+                    raise HubError(f"the answer is over {MAX_LISTING} bytes; refused past that", path=self.source)
+                if time.monotonic() > self.deadline:
+                    raise _deadline_error(DEADLINE_S, self.source)
+                yield chunk
+
+        def close(self) -> None:
+            self.stream.close()
+
+    return Bounded
 
 
 def hub_endpoint() -> str:
