@@ -417,6 +417,6 @@ def test_push_answers_are_capped_and_on_a_deadline(
     start = time.monotonic()
     with pytest.raises(hub_store.HubError) as error:
         push_checkpoint(local, "org/pub", target=target)
-    words = "no complete answer within 1 s" if kind == "drip" else f"over {hub_store.MAX_LISTING} bytes"
+    words = "no complete answer within 1 s" if kind == "drip" else f"more than the {hub_store.MAX_LISTING} bytes"
     assert words in error.value.message and time.monotonic() - start < 30
     assert not [c for c in hub.commits("org/pub") if c.files]  # create_repo's empty initial commit only

@@ -19,7 +19,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -129,14 +129,7 @@ def _bounded_stream() -> type:
             self.stream, self.source, self.deadline = stream, source, time.monotonic() + DEADLINE_S
 
         def __iter__(self) -> Iterator[bytes]:
-            total = 0
-            for chunk in self.stream:
-                total += len(chunk)
-                if total > MAX_LISTING:
-                    raise HubError(f"the answer is over {MAX_LISTING} bytes; refused past that", path=self.source)
-                if time.monotonic() > self.deadline:
-                    raise _deadline_error(DEADLINE_S, self.source)
-                yield chunk
+            return _capped(self.stream, MAX_LISTING, self.deadline, DEADLINE_S, self.source)
 
         def close(self) -> None:
             self.stream.close()
@@ -271,8 +264,12 @@ def _deadline_error(seconds: float, source: str) -> HubError:
 def _body(response: Any, limit: int, deadline: float, seconds: float, source: str) -> Iterator[bytes]:
     """The body of a streamed ``response`` as it arrives: at most ``limit`` bytes, and nothing after ``deadline``
     (each read waits at most the request's read timeout, so a dripping server ends there too)."""
+    return _capped(response.iter_bytes(), limit, deadline, seconds, source)
+
+
+def _capped(chunks: Iterable[bytes], limit: int, deadline: float, seconds: float, source: str) -> Iterator[bytes]:
     total = 0
-    for chunk in response.iter_bytes():
+    for chunk in chunks:
         total += len(chunk)
         if total > limit:
             raise HubError(
