@@ -204,10 +204,13 @@ def test_a_commit_id_that_is_a_path_is_refused(
 ) -> None:
     hub.add_repo("org/lies", draft)
     hub.info_overrides["org/lies"] = {"sha": "../../../../escaped-pull"}
-    before = _tree(dest.parent.parent)
+    # the staging folder's name would have climbed to the session's base folder: its listing (names only: it holds
+    # every other test's files) and this test's own tree stay as they were
+    base = dest.parent.parent
+    before, mine = sorted(os.listdir(base)), _tree(dest.parent)
     code, _, err = _cli(capfd, "pull", "org/lies", str(dest / "out"))
     assert code == 2 and "not a hex commit id" in _one_error(err)
-    assert _tree(dest.parent.parent) == before and not _downloads(hub)
+    assert sorted(os.listdir(base)) == before and _tree(dest.parent) == mine and not _downloads(hub)
 
 
 # ---- a pull that fails part way -------------------------------------------------------------------------------------

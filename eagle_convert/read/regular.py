@@ -64,7 +64,7 @@ def read_regular(path: Path | str, limit: int = MAX_SMALL_FILE) -> bytes:
     ``limit`` of them (TooLargeError past it, measured before the read and again while reading)."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        data = f.read(limit + 1) if size <= limit else b""
+        data = f.read(size + 1) if size <= limit else b""  # one byte more than stated: a file that grows shows it
         if size > limit or len(data) > limit:
             raise TooLargeError(f"is {max(size, len(data))} bytes, over the {_mib(limit)} limit: not read", path=path)
         return data
