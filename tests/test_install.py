@@ -172,7 +172,10 @@ def test_the_wheel_installs_a_torch_free_core_and_the_reference_extra(fx: Path, 
     forward = _tool(core, "verify", str(good), "--level", "target", "--target", str(target_config), cwd=work)
     assert forward.returncode == 2 and REFERENCE_INSTALL in forward.stderr.splitlines()[0], forward.stderr
     (work / "ids.json").write_text("[[1, 2], [3, -4]]")  # the installed schema names the field
-    ids = _tool(core, "verify", str(good), "--token-ids", "ids.json", cwd=work)
+    ids = _tool(
+        core, "verify", str(good), "--level", "target", "--target", str(target_config), "--token-ids", "ids.json",
+        cwd=work,
+    )  # fmt: skip
     assert ids.returncode == 2 and "token ids[1][1]: -4 is less than the minimum of 0" in ids.stderr, ids.stderr
     offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
     pushed = _tool(core, "push", str(good), "owner/draft", "--dry-run", cwd=work, env=offline)

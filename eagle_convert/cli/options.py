@@ -176,12 +176,19 @@ OUTPUT = Output()
 
 def _set_quiet(value: bool) -> None:
     if value:
-        OUTPUT.verbosity = -1
+        _set_verbosity(-1)
 
 
 def _set_verbose(value: bool) -> None:
     if value:
-        OUTPUT.verbosity = 1
+        _set_verbosity(1)
+
+
+def _set_verbosity(level: int) -> None:
+    """-q and -v ask for opposite things: given together, neither silently wins (a usage error, exit 2)."""
+    if OUTPUT.verbosity == -level:
+        raise UsageError("-q/--quiet and -v/--verbose contradict each other", hint="give one of them")
+    OUTPUT.verbosity = level
 
 
 class _Color(OneOf):

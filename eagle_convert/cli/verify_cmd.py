@@ -34,6 +34,8 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
+from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
+from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import ORACLES
 
@@ -138,7 +140,9 @@ def verify(
         help="--level target: text prompts, one per line, tokenized with the "
         "target's tokenizer.json and continued by the target.",
     ),
-    probe_steps: int = typer.Option(3, "--probe-steps", min=1, max=16, help="--level target: draft chain length."),
+    probe_steps: int = typer.Option(
+        PROBE_STEPS, "--probe-steps", min=1, max=16, help="--level target: draft chain length."
+    ),
     probe_text: str = choice(
         PROBE_TEXTS,
         PROBE_TEXTS[0],
@@ -147,7 +151,7 @@ def verify(
         "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
     ),
     probe_positions: int = typer.Option(
-        4096,
+        PROBE_POSITIONS,
         "--probe-positions",
         min=16,
         help="--level target: positions to score at least; while a comparison is undecided, more "
@@ -224,17 +228,34 @@ def verify(
     from eagle_convert.engine_level import EngineSettings
     from eagle_convert.engine_level.engine_args import check_engine_args, engine_args
     from eagle_convert.engines import engine_level_engine, resolve_engines
-    from eagle_convert.probe.text import read_token_ids
+    from eagle_convert.probe.text import read_prompts, read_token_ids
     from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
     from eagle_convert.render.escape import one_line
     from eagle_convert.verify.run import load_settings, verify_checkpoint
 
+    if as_json and output_format not in ("human", "json"):
+        raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
     server = _server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
     if server is not None:
         if level not in (LEVELS[0], "engine"):
             raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
         level = "engine"
+    _probe_options_need_the_target_level(
+        level,
+        {
+            "--token-ids": token_ids is not None,
+            "--prompts": prompts is not None,
+            "--reference-hidden-states": reference_hidden_states is not None,
+            "--oracle": oracle is not None,
+            "--probe-steps": probe_steps != PROBE_STEPS,
+            "--probe-text": probe_text != PROBE_TEXTS[0],
+            "--probe-positions": probe_positions != PROBE_POSITIONS,
+        },
+    )
+    ids = read_token_ids(token_ids) if token_ids else None  # read once, before any checkpoint is opened
+    if prompts is not None and token_ids is None:
+        read_prompts(prompts)  # a missing or empty file is the user's mistake: exit 2 before any work
     settings = load_settings(Path.cwd())
     chosen_engine = chosen_engines(engine, settings)
     chosen_fail = _setting(fail_level, settings, "fail-level", "error")
@@ -277,7 +298,7 @@ def verify(
                     compute_hashes=not no_hash,
                     progress=advance,
                     token=token,
-                    token_ids=read_token_ids(token_ids) if token_ids else None,
+                    token_ids=ids,
                     prompts=prompts,
                     probe_steps=probe_steps,
                     probe_text=probe_text,
@@ -320,6 +341,16 @@ def verify(
     raise typer.Exit(_worst_exit(runs, exit_zero))
 
 
+def _probe_options_need_the_target_level(level: str, given: dict[str, bool]) -> None:
+    """Probe options at a level that runs no probe would be silently ignored: a usage error naming them."""
+    named = [name for name, present in given.items() if present]
+    if named and LEVELS.index(level) < LEVELS.index("target"):
+        raise UsageError(
+            f"{', '.join(named)} {'sets' if len(named) == 1 else 'set'} the probe, which --level {level} does not run",
+            hint="add --level target (or engine), or leave the probe options out",
+        )
+
+
 def _notice(line: str) -> None:
     sys.stderr.write(line + "\n")
 
@@ -327,7 +358,7 @@ def _notice(line: str) -> None:
 def _server(url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None) -> Server | None:
     """The running server of --engine-url and its options (None without it); --engine names its engine only when
     it is one of vllm or sglang (a release list leaves it to detection)."""
-    from eagle_convert.engine_level.attach import ENGINES, token_from_env
+    from eagle_convert.engine_level.attach import ENGINES, check_url, token_from_env
     from eagle_convert.engine_level.served import Server
 
     if url is None:
@@ -336,7 +367,7 @@ def _server(url: str | None, token: str | None, concurrency: int, timeout: float
                 raise UsageError(f"{name} goes with --engine-url")
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
-    return Server(url, token or token_from_env(), concurrency, timeout, forced)
+    return Server(check_url(url), token or token_from_env(), concurrency, timeout, forced)
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

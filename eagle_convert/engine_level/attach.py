@@ -318,6 +318,12 @@ def _clip(raw: bytes, token: str | None = None, limit: int = 200) -> str:
 
 
 def _server(url: str, token: str | None) -> _Server:
+    return _Server(check_url(url), token or None)
+
+
+def check_url(url: str) -> str:
+    """``url`` as the base address of a server (``http(s)://HOST[:PORT]``, trailing slash dropped); a UsageError
+    (exit 2, the URL shown without any password) for anything else, before any request or heavy import."""
     try:
         parsed = urllib.parse.urlsplit(url)
         parsed.port  # noqa: B018 -- a port that is not a number raises here
@@ -341,7 +347,7 @@ def _server(url: str, token: str | None) -> _Server:
             f"--engine-url {shown!r} is not an http(s)://HOST:PORT address",
             hint="give the server's base address, e.g. http://10.0.0.5:8000 (no /v1 or other path)",
         )
-    return _Server(url.rstrip("/"), token or None)
+    return url.rstrip("/")
 
 
 def token_from_env() -> str | None:

@@ -117,10 +117,22 @@ def read_token_ids(path: Path) -> list[list[int]]:
     return list(value)
 
 
+def check_token_ids(ids: list[list[int]], vocab_size: int) -> None:
+    """Every id of ``--token-ids`` inside the target's vocabulary: one past it is the user's mistake (a list made for
+    another tokenizer), a UsageError before any work, never a finding against the draft."""
+    for n, row in enumerate(ids):
+        bad = next((i for i in row if i >= vocab_size), None)
+        if bad is not None:
+            raise UsageError(
+                f"--token-ids: id {bad} (in list {n}) is past the target's vocabulary of {vocab_size} ids",
+                hint="write the token ids with the target's own tokenizer, or pass --prompts to tokenize text",
+            )
+
+
 def read_prompts(path: Path) -> list[str]:
     lines = [line for line in read_text(path, "prompts").splitlines() if line.strip()]
     if not lines:
-        raise InputError("no prompts in the file", path=path)
+        raise InputError("no prompts in the file", path=path, hint="write one prompt per line")
     return lines
 
 

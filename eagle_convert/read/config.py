@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -410,6 +411,14 @@ class TargetConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str | Path = "target config.json") -> TargetConfig:
         src = str(source)
+        marker = _draft_marker(raw)
+        if marker is not None:
+            raise ConfigError(
+                f"this is a speculative draft's config ({marker}), not the target model's",
+                path=src,
+                hint="--target takes the model the draft was trained for (its directory or config.json); the draft "
+                "is the PATH argument",
+            )
         text = _dict_at(raw, "text_config", src) or _dict_at(raw, "language_config", src)
         scope = text or raw
         r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
@@ -453,6 +462,24 @@ class TargetConfig:
     def _eos(value: Any) -> int | None:
         value = value[0] if isinstance(value, list) and value else value
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_DRAFT_KEYS = ("draft_vocab_size", "eagle_config", *SPECULATORS_WRAPPER_KEYS)  # keys only a draft's config holds
+_DRAFT_ARCHITECTURE = re.compile(r"eagle|speculator|medusa", re.IGNORECASE)
+
+
+def _draft_marker(raw: dict[str, Any]) -> str | None:
+    """What shows a config to be a draft's (a key only drafts write, an architecture named for a draft), or None."""
+    key = next((k for k in _DRAFT_KEYS if k in raw), None)
+    if key is not None:
+        return f"it holds {key}"
+    names = raw.get("architectures")
+    arch = (
+        next((a for a in names if isinstance(a, str) and _DRAFT_ARCHITECTURE.search(a)), None)
+        if isinstance(names, list)
+        else None
+    )
+    return f"its architecture is {arch}" if arch is not None else None
 
 
 def _check_target_sizes(r: _Reader, rope_theta: float | None) -> None:

@@ -110,6 +110,8 @@ def read_text(path: Path | str, what: str, limit: int = MAX_SMALL_FILE) -> str:
     try:
         return decode_utf8(read_regular(path, limit))
     except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path=path) from None
+        raise InputError(
+            f"cannot read {what}: {exc.strerror or exc}", path=path, hint=f"check the path given for {what}"
+        ) from None
     except NotUtf8Error as exc:
         raise InputError(f"cannot read {what}: {exc}", path=path, hint=exc.hint) from None

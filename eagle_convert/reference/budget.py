@@ -35,6 +35,7 @@ PROMPT_TOKENS = 96  # a chat-templated default prompt, at most (the prompts are 
 LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
 CACHE_BYTES = 2**30  # every boundary of a generated text is captured when it takes at most this
 MIN_POSITIONS, ROUND, NEW_TOKENS = 4096, 32, 144
+PROBE_STEPS = 3  # the draft chain the probe runs by default (--probe-steps), the engines' common num_speculative_tokens
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*", re.IGNORECASE)

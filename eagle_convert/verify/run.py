@@ -234,6 +234,10 @@ def verify_checkpoint(
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
     target_cfg = TargetConfig.from_path(target) if target is not None else None
+    if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
+        from eagle_convert.probe.text import check_token_ids
+
+        check_token_ids(token_ids, target_cfg.vocab_size)
     spec = detect(ckpt, target_cfg, aux_convention)
     canonical, unplaced = map_names(ckpt, spec)
     chosen_views = views(spec, releases)
