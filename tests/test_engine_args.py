@@ -16,14 +16,13 @@ import pytest
 
 from eagle_convert.engine_level.base import EngineRequest, engine_dtype
 from eagle_convert.engine_level.engine_args import (
-    EngineArgsError,
     check_engine_args,
     engine_args,
     parse_engine_args,
     read_engine_config,
 )
 from eagle_convert.engine_level.vllm_runner import threads_bind
-from eagle_convert.errors import EXIT_BAD_INPUT, InputError, UsageError
+from eagle_convert.errors import EXIT_BAD_INPUT, EngineArgsError, InputError, UsageError
 from tests.conftest import engine_or_skip, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed

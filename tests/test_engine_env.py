@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python
+from eagle_convert.engine_level.base import engine_python
 from eagle_convert.engine_level.env import ENVS, RECIPES, recipe
+from eagle_convert.errors import EngineNotInstalledError
 from tests.conftest import run_cli
 
 

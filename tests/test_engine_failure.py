@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.engine_level import EngineSettings, observe
-from eagle_convert.engine_level.base import EngineRunError, last_error_line, run_worker
+from eagle_convert.engine_level.base import last_error_line, run_worker
+from eagle_convert.errors import EngineRunError
 from fixtures.layouts import TARGETS
 from tests.conftest import run_cli
 

@@ -17,8 +17,9 @@ import jsonschema
 import pytest
 
 from eagle_convert.engine_level import base
-from eagle_convert.engine_level.base import EngineNotInstalledError, acceptance, engine_python
+from eagle_convert.engine_level.base import acceptance, engine_python
 from eagle_convert.engines import engine_view, release_for_installed
+from eagle_convert.errors import EngineNotInstalledError
 from eagle_convert.rules.registry import RULES
 from tests.conftest import ROOT, SCHEMAS, engine_or_skip, run_cli
 

@@ -31,12 +31,12 @@ from eagle_convert.engine_level.attach import (
     PROMPT_TOKENS,
     REQUESTS,
     AttachedRun,
-    AttachError,
     detect,
     draft_identity,
     run,
 )
 from eagle_convert.engine_level.base import EngineObservation, acceptance
+from eagle_convert.errors import AttachError
 from tests.conftest import ROOT, engine_or_skip
 
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair

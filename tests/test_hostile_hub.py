@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.cli.main import main
+from eagle_convert.errors import HubError
 from eagle_convert.read import hub_store
 from eagle_convert.read.redact import redact
 from fixtures.generate import write_layout, write_malformed
@@ -418,7 +419,7 @@ def test_push_answers_are_capped_and_on_a_deadline(
     monkeypatch.setattr(hub_store, "DEADLINE_S", 1.0)
     hub.faults.append(Fault("/api/models/org/pub", kind))
     start = time.monotonic()
-    with pytest.raises(hub_store.HubError) as error:
+    with pytest.raises(HubError) as error:
         push_checkpoint(local, "org/pub", target=target)
     words = "no complete answer within 1 s" if kind == "drip" else f"more than the {hub_store.MAX_LISTING} bytes"
     assert words in error.value.message and time.monotonic() - start < 30

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from eagle_convert.engine_level import attach
-from eagle_convert.engine_level.attach import AttachError, run
-from eagle_convert.errors import UsageError
+from eagle_convert.engine_level.attach import run
+from eagle_convert.errors import AttachError, UsageError
 from tests.conftest import ROOT
 
 KEY = "sk-hostile-test-5e9a"

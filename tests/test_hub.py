@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.errors import EagleConvertError, HeaderError, UnsafePathError
-from eagle_convert.hub.publish import GateFailed, pull_checkpoint, push_checkpoint
+from eagle_convert.errors import EagleConvertError, GateFailed, HeaderError, UnsafePathError
+from eagle_convert.hub.publish import pull_checkpoint, push_checkpoint
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.verify.run import verify_checkpoint

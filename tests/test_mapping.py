@@ -13,12 +13,11 @@ from eagle_convert.draft.mapping import (
     LAYOUTS,
     LOCAL_RENAMES,
     OUTPUT_LAYOUTS,
-    UnmappedTensorError,
     inverse,
     map_key,
     to_layout,
 )
-from eagle_convert.errors import InputError
+from eagle_convert.errors import InputError, UnmappedTensorError
 from fixtures.layouts import LAYOUTS as FIXTURES
 
 OUTSIDE_WRAPPER = ("lm_head.weight", "d2t", "t2d")  # where wrapped exports (NeMo, trainer state) keep them

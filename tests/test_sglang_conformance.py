@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 
 from eagle_convert.engine_level import base
-from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python
+from eagle_convert.engine_level.base import engine_python
 from eagle_convert.engines import engine_view, release_for_installed
+from eagle_convert.errors import EngineNotInstalledError
 
 WORKER = "eagle_convert.engine_level.sglang_worker"
 SMOLLM2_LAYERS = 30

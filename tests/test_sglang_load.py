@@ -162,7 +162,8 @@ def test_the_human_report_says_what_was_built_and_why_nothing_was_measured(
 
 
 def test_no_sglang_environment_names_the_sglang_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from eagle_convert.engine_level.base import EngineNotInstalledError, engine_python
+    from eagle_convert.engine_level.base import engine_python
+    from eagle_convert.errors import EngineNotInstalledError
 
     monkeypatch.delenv("EAGLE_CONVERT_ENGINE_PYTHON", raising=False)
     monkeypatch.setattr("eagle_convert.engine_level.base.PACKAGE_ROOT", tmp_path)

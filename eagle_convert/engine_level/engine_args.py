@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import InputError, UsageError
+from eagle_convert.errors import EngineArgsError, InputError, UsageError
 from eagle_convert.read.regular import read_text
 
 # The keys the engine level sets and a user may not: each would change what is measured, not how the engine runs.
@@ -43,12 +43,6 @@ KEYS_HINT = {
     "sglang": "keys are the fields of SGLang's ServerArgs (e.g. tp_size, mem_fraction_static); "
     "`python -m sglang.launch_server --help` lists them with dashes",
 }
-
-
-class EngineArgsError(UsageError):
-    """An engine setting the engine refused (an unknown key, a bad value) or the engine level cannot take (exit 2)."""
-
-    default_hint = "fix the --engine-arg / --engine-config setting the message names"
 
 
 def parse_value(text: str) -> Any:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.errors import EagleConvertError
+from eagle_convert.errors import EngineEnvError
 
 ENVS = Path(__file__).resolve().parent / "envs"  # the pinned files the recipes install from (package data)
 HOME_ENV = "EAGLE_CONVERT_HOME"
@@ -158,12 +158,6 @@ def build(
     version = _check(chosen, python)
     stamp.write_text(version + "\n", encoding="utf-8")
     return Built(chosen.name, venv, python, version, time.monotonic() - started, _size(venv))
-
-
-class EngineEnvError(EagleConvertError):
-    """Building an engine environment failed (exit 2): the step and pip's own last line."""
-
-    default_hint = "rerun with EAGLE_CONVERT_DEBUG=1 to see pip's whole output"
 
 
 def _run(cmd: list[str], what: str, venv: Path, log: Callable[[str], None]) -> None:

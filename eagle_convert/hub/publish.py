@@ -6,7 +6,7 @@ report then go up in one commit, pinned to the parent commit it was prepared aga
 
 from __future__ import annotations
 
-__all__ = ["GateFailed", "PullReport", "PushReport", "pull_checkpoint", "push_checkpoint"]
+__all__ = ["PullReport", "PushReport", "pull_checkpoint", "push_checkpoint"]
 
 import hashlib
 import shlex
@@ -16,7 +16,7 @@ from typing import Any
 
 from eagle_convert.draft.detect import detect
 from eagle_convert.engines import DEFAULT_ENGINES, resolve_engines
-from eagle_convert.errors import EXIT_FINDINGS, EagleConvertError, UsageError
+from eagle_convert.errors import EagleConvertError, GateFailed, HubError, UsageError
 from eagle_convert.hub.model_card import render_card
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
@@ -25,7 +25,6 @@ from eagle_convert.read.checkpoint import (
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_pull import PullReport, TransferFile, pull_checkpoint, repo_ref
 from eagle_convert.read.hub_store import (
-    HubError,
     hf_client,
     hub_endpoint,
     known_secrets,
@@ -39,13 +38,6 @@ from eagle_convert.version import __version__
 
 CARD_NAME = "README.md"
 REPORT_NAME = "verify-report.json"
-
-
-class GateFailed(EagleConvertError):
-    """verify found problems at the fail level: nothing was uploaded (exit 1, like verify)."""
-
-    exit_code = EXIT_FINDINGS
-    default_hint = "run `eagle-convert verify DIR` to see the findings; fix them (often: `eagle-convert normalize`)"
 
 
 def verify_command(

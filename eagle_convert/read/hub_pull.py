@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle_convert.errors import OutputExistsError, UsageError
+from eagle_convert.errors import HubError, HubTransferError, OutputExistsError, UsageError
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
     INDEX_SUFFIX,
@@ -27,7 +27,7 @@ from eagle_convert.read.checkpoint import (
     open_checkpoint,
 )
 from eagle_convert.read.digest import HASH_CHUNK
-from eagle_convert.read.hub_store import HubError, HubStore, HubTransferError, hub_repo_ref
+from eagle_convert.read.hub_store import HubStore, hub_repo_ref
 from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
 
 TOKENIZER_FILES = (

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from eagle_convert.errors import InputError
+from eagle_convert.errors import HubError, HubTransferError, InputError
 from eagle_convert.read.checkpoint import Checkpoint, is_plain_name, open_store
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.redact import has_userinfo, printable, redact, redact_url
@@ -36,15 +36,6 @@ T = TypeVar("T")
 
 REPO_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[\w./-]+))?$")
 RETRY_STATUS = (429, 500, 502, 503, 504)
-
-
-class HubError(InputError):
-    default_hint = "check the repo id and revision, the token (--token or HF_TOKEN) and HF_ENDPOINT"
-
-
-class HubTransferError(HubError):
-    """The transfer failed part way: the network, a server error (429, 5xx) after the retries, or the deadline.
-    ``pull`` keeps the files it already checked, to resume from."""
 
 
 HUB_SCHEME = "hf://"  # an explicit Hub repo id, as huggingface_hub's file system spells it

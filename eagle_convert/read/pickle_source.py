@@ -13,15 +13,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import InputError, require_torch
+from eagle_convert.errors import PickleRefused, require_torch
 from eagle_convert.read.checkpoint import CONFIG_NAME, Checkpoint
 
 MIN_TORCH = (2, 10)
 _UNSAFE_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
-
-
-class PickleRefused(InputError):
-    default_hint = "convert the file to safetensors with a trusted tool, or ask the producer for safetensors"
 
 
 def _torch() -> Any:

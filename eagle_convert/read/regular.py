@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from eagle_convert.errors import InputError
+from eagle_convert.errors import InputError, NotRegularFileError, TooLargeError
 
 MAX_SMALL_FILE = 64 << 20  # bytes: a config, index or list file larger than this is refused unread
 
@@ -28,10 +28,6 @@ _KINDS = (
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
 )
-
-
-class NotRegularFileError(InputError):
-    default_hint = "give a directory of regular files (safetensors, config.json); nothing was read from it"
 
 
 def open_regular(path: Path | str) -> BinaryIO:
@@ -53,10 +49,6 @@ def _refuse(mode: int, path: Path | str) -> None:
     if not stat.S_ISREG(mode):
         kind = next((what for test, what in _KINDS if test(mode)), "not a regular file")
         raise NotRegularFileError(f"is {kind}, not a regular file: not read", path=path)
-
-
-class TooLargeError(InputError):
-    default_hint = "point at the checkpoint's own file: no real config, index or list file comes near this size"
 
 
 def read_regular(path: Path | str, limit: int = MAX_SMALL_FILE) -> bytes:
