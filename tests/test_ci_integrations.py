@@ -34,13 +34,15 @@ def _validator(name: str) -> Draft202012Validator:
 
 @pytest.fixture(scope="module")
 def drafts(fx: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """drafts/good (a normalized draft that passes), drafts/bad (EC401), drafts/config-only (nothing to check)."""
+    """drafts/good (a normalized draft that passes), drafts/bad (EC401), drafts/config-only (its config rules pass),
+    drafts/empty (nothing to check)."""
     root = tmp_path_factory.mktemp("ci") / "drafts"
     normalize_checkpoint(fx / "layouts" / "specforge-mha", root / "good", target=fx / "targets" / "target-llama")
     broken = write_broken(root.parent / "corpus" / BAD.name, BAD)
     shutil.copytree(broken, root / "bad")
     (root / "config-only").mkdir()
     shutil.copy(root / "good" / "config.json", root / "config-only" / "config.json")
+    (root / "empty").mkdir()
     return root
 
 
@@ -74,7 +76,8 @@ def test_several_paths_give_a_json_array_and_the_worst_exit_code(drafts: Path) -
     ("names", "code"),
     [
         (("good", "good/config.json"), 0),
-        (("good", "config-only"), 3),
+        (("good", "config-only"), 0),
+        (("good", "empty"), 3),
         (("config-only", "bad"), 1),
         (("bad", "missing", "good"), 2),
     ],
@@ -82,6 +85,9 @@ def test_several_paths_give_a_json_array_and_the_worst_exit_code(drafts: Path) -
 def test_the_exit_code_is_the_worst_of_the_runs(drafts: Path, names: tuple[str, ...], code: int) -> None:
     result = run_cli("verify", *(str(drafts / n) for n in names), "--format", "concise", "--no-hash")
     assert result.returncode == code, result.stdout + result.stderr
+    if len({n.split("/")[0] for n in names}) > 1:  # several checkpoints: each summary line names its own
+        summaries = [line for line in result.stdout.splitlines() if " error(s), " in line]
+        assert summaries and all(line.startswith(f"{drafts}/") for line in summaries), result.stdout
     if "missing" in names:  # the others are still verified, and the error is said once, for its path
         assert f"Error: {drafts / 'missing'}: no such file or directory" in result.stderr
         assert result.stdout.count("PASS") == 1 and "EC401" in result.stdout
@@ -143,13 +149,13 @@ def test_the_action_script_writes_sarif_summary_and_outputs_and_exits_with_the_g
     env = _action_env(tmp_path, paths="drafts/*", extra_args="--no-hash", sarif_file="out/gate.sarif")
     (drafts.parent / "out").mkdir(exist_ok=True)
     result = _run_action(drafts.parent, env)
-    assert result.returncode == 1, result.stdout + result.stderr  # good 0, bad 1 (EC401), config-only 3: worst 1
+    assert result.returncode == 1, result.stdout + result.stderr  # good 0, bad 1, config-only 0, empty 3: worst 1
     outputs = dict(line.split("=", 1) for line in (tmp_path / "output.txt").read_text().splitlines())
     assert outputs == {"exit-code": str(result.returncode), "sarif-file": "out/gate.sarif"}
     log = json.loads((drafts.parent / "out" / "gate.sarif").read_text(encoding="utf-8"))
     assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["EC401"]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert summary.count("## eagle-convert verify") == 3 and "EC401" in summary
+    assert summary.count("## eagle-convert verify") == 4 and "EC401" in summary  # one section a checkpoint
     assert "::error file=drafts/bad/config.json,title=EC401" in result.stdout  # the annotations
 
 

@@ -118,3 +118,19 @@ def test_an_engine_url_without_a_scheme_is_refused_before_torch_is_imported(targ
     lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     imported = {line.split("|")[-1].strip().split(".")[0] for line in lines}
     assert "eagle_convert" in imported and "torch" not in imported
+
+
+def test_a_config_alone_is_gated_on_its_config_rules(tmp_path: Path, target: Path) -> None:
+    """A pull request that edits only config.json is gated (issue 30): verify on the config alone runs the config
+    rules at --level static, exit 0 or 1, and says which rules needed the weights; before, it exited 3 ("nothing to
+    verify") while inspect found errors in the same file."""
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    config = json.loads((DRAFT / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config))
+    good = _cli("verify", str(folder / "config.json"), "--target", str(target), "--format", "concise")
+    assert good.returncode == 0, good.stdout + good.stderr
+    config["eagle_aux_hidden_state_layer_ids"] = [4, 13, 40]  # past the target's 30 layers
+    (folder / "config.json").write_text(json.dumps(config))
+    bad = _cli("verify", str(folder / "config.json"), "--target", str(target), "--format", "concise")
+    assert bad.returncode == 1 and "eagle_aux_hidden_state_layer_ids" in bad.stdout, bad.stdout + bad.stderr

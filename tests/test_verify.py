@@ -23,7 +23,7 @@ from tests.conftest import ROOT, SCHEMAS, run_cli, run_cli_without_torch
 
 REPORT = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
 SARIF = Draft4Validator(json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text()))
-# Rules no broken checkpoint can show: verify refuses config-only input (exit 3), and EC005 is an info note.
+# Rules no broken checkpoint can show: EC004 (no weights) is inspect's note, and EC005 is an info note.
 # The forward and target levels are covered by tests/test_probe.py and tests/test_trained_pair.py instead.
 NOT_IN_CORPUS = {"EC004", "EC005", "EC701", "EC702", "EC711", "EC712", "EC713", "EC714", "EC715", "EC716"}
 NOT_IN_CORPUS |= {"EC721", "EC722", "EC723"}  # need an engine: tests/test_engine_level.py
@@ -114,8 +114,13 @@ def test_cli_exit_codes_and_report_contract(fx: Path, corpus: Path, tmp_path: Pa
     assert doc["status"] == "error" and doc["error"]["exit_code"] == 2
     (tmp_path / "config-only").mkdir()  # a file stands for its directory: a directory without weights
     shutil.copy(fx / "layouts" / "specforge-mha" / "config.json", tmp_path / "config-only" / "config.json")
-    nothing = run_cli("verify", str(tmp_path / "config-only" / "config.json"))
-    assert nothing.returncode == 3
+    config_only = run_cli("verify", str(tmp_path / "config-only" / "config.json"), "--json")
+    assert config_only.returncode == 1, config_only.stderr  # gated on its config rules: SpecForge's ids, EC104
+    doc = json.loads(config_only.stdout)
+    assert [f["rule_id"] for f in doc["findings"]] == ["EC104"]
+    assert {c["rule_id"]: c.get("reason") for c in doc["checks"]}["EC303"] == "needs the weights (a config alone)"
+    nothing = run_cli("verify", str(tmp_path / "config-only" / "config.json"), "--level", "tensors")
+    assert nothing.returncode == 3 and "--level tensors has nothing to read beyond the config" in nothing.stderr
     assert run_cli("verify", str(clean), "--select", "EC999").returncode == 2
 
 

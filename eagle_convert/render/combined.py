@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from eagle_convert.render import formats
@@ -112,5 +113,5 @@ RENDERERS: dict[str, Callable[[list[VerifyReport]], str]] = {
     "github": joined(formats.github_annotations),
     "sarif": to_sarif_text,
     "junit": to_junit,
-    "concise": joined(formats.to_concise),
+    "concise": joined(partial(formats.to_concise, named=True)),  # each summary line names its checkpoint
 }

@@ -271,9 +271,10 @@ def _lines(lines: list[str]) -> str:
 # --- concise -----------------------------------------------------------------------------------------------------
 
 
-def to_concise(report: VerifyReport) -> str:
+def to_concise(report: VerifyReport, *, named: bool = False) -> str:
     """One greppable line per finding, ``PATH[:POINTER]: RULE [*] SEVERITY MESSAGE`` (``[*]``: normalize fixes
-    it), then one summary line, as ruff's concise output; an input error is one ``PATH: error: MESSAGE`` line."""
+    it), then one summary line, as ruff's concise output; an input error is one ``PATH: error: MESSAGE`` line.
+    ``named`` (several checkpoints in one run): the summary line starts with ``PATH: `` too."""
     lines = []
     for f in report.findings:
         where = os.path.join(report.path, f.file) if f.file else report.path
@@ -285,7 +286,8 @@ def to_concise(report: VerifyReport) -> str:
     else:
         s = report.summary()
         lines.append(
-            f"{report.status.upper()} {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info "
+            (f"{report.path}: " if named else "")
+            + f"{report.status.upper()} {s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info "
             f"(level {report.level}, engine {report.engine}, fail level {report.fail_level})"
         )
     return _lines(lines)

@@ -231,8 +231,11 @@ def verify_checkpoint(
             + (f" --engine {engine}" if engine != DEFAULT_ENGINES else "")
             + "`",
         )
-    if ckpt.weight_format == "none":
-        raise NothingToCheckError("no weight files: nothing to verify beyond the config (try `inspect`)", path=path)
+    if ckpt.weight_format == "none" and level != LEVELS[0]:  # a bare config is gated on its config rules (static)
+        raise NothingToCheckError(
+            f"no weight files: --level {level} has nothing to read beyond the config", path=path,
+            hint="verify a config alone at --level static (its config rules), or point at the checkpoint with weights",
+        )  # fmt: skip
     target_cfg = TargetConfig.from_path(target) if target is not None else None
     if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
         from eagle_convert.probe.text import check_token_ids
@@ -560,7 +563,9 @@ def _outcomes(
         elif LEVELS.index(rule.level) > depth:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs --level {rule.level}"))
         elif ckpt.weight_format != "safetensors" and (rule.level == "tensors" or rule.needs_headers):
-            out.append(CheckOutcome(rule.id, rule.name, "skipped", "weights are not safetensors"))
+            bare = ckpt.weight_format == "none"
+            why = "needs the weights (a config alone)" if bare else "weights are not safetensors"
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", why))
         elif not has_target and rule.needs_target:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "needs --target"))
         else:
