@@ -86,7 +86,7 @@ def verify(
     ),
     level: str = level_option(
         "static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
-        "engine: also the draft in a real engine (scripts/engine-env)."
+        "engine: also the draft in a real engine (`eagle-convert engine-env` builds one)."
     ),
     strict: bool = typer.Option(
         False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."

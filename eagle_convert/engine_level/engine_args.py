@@ -15,6 +15,7 @@ from typing import Any
 
 from eagle_convert.errors import EngineArgsError, InputError, UsageError
 from eagle_convert.read.regular import read_text
+from eagle_convert.version import docs_url
 
 # The keys the engine level sets and a user may not: each would change what is measured, not how the engine runs.
 # (The settings it sets and a user may override, e.g. dtype, seed, enforce_eager, distributed_executor_backend, are
@@ -107,8 +108,8 @@ def check_engine_args(engine: str, args: Mapping[str, Any]) -> None:
             raise EngineArgsError(
                 f"--engine-arg {key} is set by the engine level itself ({refused[key]}); it cannot be passed to "
                 f"{engine}",
-                hint='drop it: every other setting of the engine may be passed (docs/engine-level.md, "The '
-                "engine's own settings\")",
+                hint="drop it: every other setting of the engine may be passed "
+                f"({docs_url('docs/engine-level.md', 'the-engines-own-settings')})",
             )
 
 

@@ -19,6 +19,7 @@ from eagle_convert.read.regular import read_text
 from eagle_convert.reference.budget import NEW_TOKENS as NEW_TOKENS  # new tokens per prompt (one place)
 from eagle_convert.reference.budget import ROUND as ROUND  # prompts per generation round
 from eagle_convert.schemas import TOKEN_IDS, violation
+from eagle_convert.version import docs_url
 
 _SUBJECTS = (
     "tides", "the Great Wall of China", "octopuses", "compound interest", "thunderstorms", "the violin",
@@ -112,7 +113,7 @@ def read_token_ids(path: Path) -> list[list[int]]:
             f"token ids{wrong.where()}: {wrong.reason}",
             path=path,
             hint="write a JSON list of token-id lists, e.g. [[1, 15043, 29892], [1, 450, 4996]] "
-            "(eagle_convert/schemas/token-ids.schema.json)",
+            f"(the schema: {docs_url('eagle_convert/schemas/token-ids.schema.json')})",
         )
     return list(value)
 

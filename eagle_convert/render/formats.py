@@ -19,11 +19,11 @@ from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.report import TOOL, VerifyReport
+from eagle_convert.version import PROJECT_URL
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
-INFORMATION_URI = "https://github.com/eagle-convert/eagle-convert"
-RULES_DOC_URI = f"{INFORMATION_URI}/blob/main/docs/rules.md"
+INFORMATION_URI = PROJECT_URL
 CHECKPOINT_BASE = "CHECKPOINT"
 FINGERPRINT_KEY = "eagleConvert/v1"
 
@@ -69,7 +69,7 @@ def _sarif_rule(rule_id: str) -> dict[str, Any]:
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": f"{rule.id} {rule.name} (default severity: {rule.severity}). {rule.summary}"},
-        "helpUri": f"{RULES_DOC_URI}#{rule.id.lower()}",
+        "helpUri": rule.docs,
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
         **({"help": {"text": f"Fix: {rule.fix}"}} if rule.fix else {}),
         "properties": {"fixable": rule.fixable},

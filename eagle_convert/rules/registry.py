@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle_convert.rules.finding import Finding
+from eagle_convert.version import docs_url
 
 # each verify level runs the rules of the levels before it
 LEVELS = ("static", "tensors", "forward", "target", "engine")
@@ -35,8 +36,8 @@ class Rule:
 
     @property
     def docs(self) -> str:
-        """Where the rule is documented (docs/rules.md is generated from this registry)."""
-        return f"docs/rules.md#{self.id.lower()}"
+        """Where the rule is documented, as a URL (docs/rules.md is generated from this registry)."""
+        return docs_url("docs/rules.md", self.id.lower())
 
 
 # the fix of a rule normalize resolves by rewriting names or config

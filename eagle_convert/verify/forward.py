@@ -22,6 +22,7 @@ from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 from eagle_convert.schemas import SAVED_STATES, violation
+from eagle_convert.version import docs_url
 
 LOW_AGREEMENT = 0.05
 
@@ -236,7 +237,7 @@ def match_saved_states(target_dir: str | Path, path: str | Path, compute: Comput
 
 _SAVED_HINT = (
     "save token_ids [T] (integers) and hidden_states [K, T, Ht] (floats) in one safetensors file "
-    "(eagle_convert/schemas/saved-hidden-states.schema.json)"
+    f"(the schema: {docs_url('eagle_convert/schemas/saved-hidden-states.schema.json')})"
 )
 
 

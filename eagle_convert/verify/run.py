@@ -30,6 +30,7 @@ from eagle_convert.schemas import load as load_schema
 from eagle_convert.verify.context import CONFIG, Context, config_pointer, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
+from eagle_convert.version import docs_url
 
 if TYPE_CHECKING:
     from eagle_convert.engine_level import EngineSettings
@@ -109,7 +110,8 @@ def _settings_error(wrong: Violation, path: Path) -> UsageError:
         return UsageError(
             f"unknown key {unknown!r} in [tool.eagle-convert]",
             path=path,
-            hint=(f"did you mean {close[0]!r}? " if close else "") + f"the keys are {', '.join(keys)} (docs/ci.md)",
+            hint=(f"did you mean {close[0]!r}? " if close else "")
+            + f"the keys are {', '.join(keys)} ({docs_url('docs/ci.md')})",
         )
     key = str(wrong.location[0]) if wrong.location else ""
     spec = load_schema(SETTINGS_SCHEMA)["properties"].get(key, {})
@@ -125,7 +127,9 @@ def _settings_error(wrong: Violation, path: Path) -> UsageError:
         f"[tool.eagle-convert] {key}{wrong.where()[len(key) + 1 :]} must be {spec.get('title', 'valid')}: "
         f"{wrong.reason}",
         path=path,
-        hint=f"write it like {key} = {json.dumps(examples[0])}" if examples else f"see {key} in docs/ci.md",
+        hint=f"write it like {key} = {json.dumps(examples[0])}"
+        if examples
+        else f"see {key} in {docs_url('docs/ci.md')}",
     )
 
 
