@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from fixtures.smollm2 import TARGET_CONFIG
 from tests.conftest import ROOT
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
@@ -165,20 +166,7 @@ def test_a_config_past_the_size_limit_is_refused_unread_and_a_50_mb_one_is_read(
     assert len(done.stdout) < 100_000  # the padding is not echoed into the report
 
 
-TARGET = {  # SmolLM2-135M's text settings: the target the committed draft was trained for
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 576,
-    "intermediate_size": 1536,
-    "num_attention_heads": 9,
-    "num_key_value_heads": 3,
-    "head_dim": 64,
-    "num_hidden_layers": 30,
-    "vocab_size": 49152,
-    "max_position_embeddings": 8192,
-    "rms_norm_eps": 1e-05,
-    "rope_theta": 100000.0,
-}
+TARGET = TARGET_CONFIG  # the committed draft's target
 
 
 def _target(tmp: Path, **changes: Any) -> Path:

@@ -15,20 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.smollm2 import TARGET_CONFIG
 from tests.conftest import ROOT
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
-TARGET = {  # SmolLM2-135M's text settings, the committed draft's target
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 576,
-    "intermediate_size": 1536,
-    "num_attention_heads": 9,
-    "num_key_value_heads": 3,
-    "num_hidden_layers": 30,
-    "vocab_size": 49152,
-    "max_position_embeddings": 8192,
-}
+TARGET = TARGET_CONFIG  # the committed draft's target
 
 
 def _cli(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
