@@ -232,3 +232,17 @@ def test_debug_adds_the_traceback_and_keeps_the_exit_code(capsys: pytest.Capture
     assert plain.returncode == debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr and "HeaderError" in debug.stderr
     assert debug.stderr.endswith(plain.stderr) and "Traceback" not in plain.stderr
+
+
+def test_verify_json_into_a_pipe_is_one_line_as_every_commands(tmp_path: Path) -> None:
+    """`verify --json | jq` gets one line (before: hundreds of indented ones, unlike inspect and normalize), one
+    report or several; a file written with --output stays indented for people."""
+    draft = ROOT / "fixtures" / "smollm2-eagle3"
+    for paths in ([draft], [draft, tmp_path / "missing"]):
+        command = [sys.executable, "-m", "eagle_convert", "verify", *map(str, paths), "--json", "--no-hash"]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+        assert done.stdout.count("\n") == 1 and json.loads(done.stdout), done.stdout[:300]
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--json", "--no-hash"]
+    subprocess.run([*command, "--output", str(report)], capture_output=True, cwd=ROOT, timeout=300, check=True)
+    assert report.read_text().count("\n") > 10 and json.loads(report.read_text())["status"] == "pass"

@@ -420,6 +420,8 @@ def _emit(report: VerifyReport, fmt: str, output: Path | None) -> None:
         from eagle_convert.normalize.writer import write_text_atomic
 
         write_text_atomic(output, render(report))
+    elif fmt == "json":  # as every command's --json: indented at a terminal, one line into a pipe or a file
+        sys.stdout.write(rf.to_json(report, indent=2 if sys.stdout.isatty() else None))
     elif fmt != "human":
         sys.stdout.write(render(report))
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
@@ -437,7 +439,8 @@ def _emit_many(reports: list[VerifyReport], fmt: str, output: Path | None) -> No
     from eagle_convert.render import combined
     from eagle_convert.render import formats as rf
 
-    text = combined.RENDERERS[fmt](reports)
+    piped_json = fmt == "json" and output is None and not sys.stdout.isatty()
+    text = combined.to_json(reports, indent=None) if piped_json else combined.RENDERERS[fmt](reports)
     if output is not None:
         from eagle_convert.normalize.writer import write_text_atomic
 

@@ -21,9 +21,9 @@ from eagle_convert.verify.report import TOOL, VerifyReport
 _STATUS_RANK = ("pass", "fail", "error")
 
 
-def to_json(reports: list[VerifyReport]) -> str:
-    """A JSON array of the reports, in the order the paths were given."""
-    return dumps([r.to_dict() for r in reports])
+def to_json(reports: list[VerifyReport], indent: int | None = 2) -> str:
+    """A JSON array of the reports, in the order the paths were given (``indent`` None: one line)."""
+    return dumps([r.to_dict() for r in reports], indent)
 
 
 def _rebase(node: Any, old: str, new: str) -> Any:

@@ -33,9 +33,9 @@ _GITHUB_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def to_json(report: VerifyReport) -> str:
-    """The JSON contract (`VerifyReport.to_dict`), pretty-printed, with a trailing newline."""
-    return dumps(report.to_dict())
+def to_json(report: VerifyReport, indent: int | None = 2) -> str:
+    """The JSON contract (`VerifyReport.to_dict`), pretty-printed (``indent`` None: one line), and a newline."""
+    return dumps(report.to_dict(), indent)
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
