@@ -104,7 +104,7 @@ class InspectReport:
                     for t in ckpt.tensors.values()
                 ],
             },
-            "findings": [{**f.inspect_json(), **fix_fields(f.rule_id)} for f in self.findings],
+            "findings": [{**f.inspect_json(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "engines": list(self.engines),
             "summary": self.summary(),
         }

@@ -246,3 +246,23 @@ def test_verify_json_into_a_pipe_is_one_line_as_every_commands(tmp_path: Path) -
     command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--json", "--no-hash"]
     subprocess.run([*command, "--output", str(report)], capture_output=True, cwd=ROOT, timeout=300, check=True)
     assert report.read_text().count("\n") > 10 and json.loads(report.read_text())["status"] == "pass"
+
+
+def test_a_draft_that_is_not_eagle3_promises_no_fix(
+    capsys: pytest.CaptureFixture[str], fx: Path, here: Path, tmp_path: Path
+) -> None:
+    """Beside EC001 no finding is marked fixable nor says normalize fixes it, and the report says once that the draft
+    is not EAGLE3: normalize refuses it (issue 30; before: EC012 and EC211 carried [*] "normalize fixes it")."""
+    eagle1, eagle3 = fx / "layouts" / "eagle1-mha", fx / "layouts" / "specforge-mha"
+    for command in ("inspect", "verify"):
+        _, out, _ = cli(capsys, command, str(eagle1), "--json")
+        findings = json.loads(out)["findings"]
+        assert "EC001" in {f["rule_id"] for f in findings} and len(findings) > 3
+        assert not [f["rule_id"] for f in findings if f["fixable"] or "normalize` fixes it" in f["message"]]
+    _, concise, _ = cli(capsys, "verify", str(eagle1), "--format", "concise")
+    assert "[*]" not in concise and "not an EAGLE3 draft, EC001" in concise
+    _, _, human = cli(capsys, "verify", str(eagle1))
+    assert human.count("EC001: this is not an EAGLE3 draft") == 1 and "[*]" not in human
+    assert cli(capsys, "normalize", str(eagle1), str(tmp_path / "out"), "--profile", "vllm")[0] == 2
+    _, control, _ = cli(capsys, "verify", str(eagle3), "--format", "concise")  # an EAGLE3 draft keeps its [*]
+    assert "[*]" in control

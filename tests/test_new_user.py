@@ -158,7 +158,7 @@ def test_concise_format_is_one_greppable_line_per_finding(capsys: pytest.Capture
 
 def test_piped_output_is_never_wrapped_and_speaks_json_literals(capsys: pytest.CaptureFixture[str], fx: Path) -> None:
     code, out, _ = cli(capsys, "inspect", str(fx / "layouts" / "eagle1-mha"))
-    ec001 = [line for line in out.splitlines() if "EC001" in line]
+    ec001 = [line for line in out.splitlines() if line.startswith("│ EC001 ")]  # its own row, on one line
     assert code == 0 and len(ec001) == 1 and ec001[0].rstrip(" │").endswith("(EAGLE-1/2 config)")  # one line
     for name in ("eagle1-mha", "specforge-mla", "modelopt-mha", "speculators-mha"):
         out = cli(capsys, "inspect", str(fx / "layouts" / name))[1]

@@ -25,7 +25,7 @@ from eagle_convert.render import detail
 from eagle_convert.render.escape import one_line
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import RULES
+from eagle_convert.rules.registry import NOT_EAGLE3, RULES, fix_fields, fixable
 from eagle_convert.verify.report import TENSOR_VALUES
 
 if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them
@@ -138,29 +138,34 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
     table.add_column("message", overflow="fold")
     for f in findings:
         table.add_row(
-            _rule_cell(f.rule_id),
+            _rule_cell(f.rule_id, findings),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
-            _message(f.rule_id, f.message),
+            _message(f.rule_id, f.message, findings),
         )
     console.print(table)
-    _fixable_footer(console, [f.rule_id for f in findings])
+    _fixable_footer(console, findings)
 
 
-def _rule_cell(rule_id: str) -> Text:
+def _rule_cell(rule_id: str, findings: list[Finding]) -> Text:
     """The rule id, marked ``[*]`` when ``eagle-convert normalize`` fixes it (as ruff marks fixable findings)."""
-    return Text(rule_id + (" [*]" if RULES.get(rule_id) and RULES[rule_id].fixable else ""))
+    return Text(rule_id + (" [*]" if fixable(rule_id, findings) else ""))
 
 
-def _message(rule_id: str, message: str) -> RenderableType:
-    """The finding's message, then what to do about it (the rule's fix) for errors and warnings."""
-    rule = RULES.get(rule_id)
-    if rule is None or not rule.fix:
+def _message(rule_id: str, message: str, findings: list[Finding]) -> RenderableType:
+    """The finding's message, then what to do about it (the rule's fix, read among the report's findings) for
+    errors and warnings."""
+    fix = fix_fields(rule_id, findings)["fix"]
+    if not fix:
         return message
-    return Group(message, Text(f"fix: {rule.fix}", style="dim"))
+    return Group(message, Text(f"fix: {fix}", style="dim"))
 
 
-def _fixable_footer(console: Console, rule_ids: list[str]) -> None:
-    fixable = sorted({r for r in rule_ids if r in RULES and RULES[r].fixable})
+def _fixable_footer(console: Console, findings: list[Finding]) -> None:
+    if any(f.rule_id == NOT_EAGLE3 for f in findings):  # said once: the other findings read it as EAGLE3 would
+        console.print(Text("EC001: this is not an EAGLE3 draft; the other findings read it as EAGLE3 would, and "
+                           "`eagle-convert normalize` does not convert it."))  # fmt: skip
+        return
+    fixable = sorted({f.rule_id for f in findings if RULES.get(f.rule_id) and RULES[f.rule_id].fixable})
     if fixable:
         console.print(
             Text(
@@ -465,14 +470,14 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
     for f in report.findings:
         where = " ".join(p for p in (f.file, f.pointer) if p)
         table.add_row(
-            _rule_cell(f.rule_id),
+            _rule_cell(f.rule_id, report.findings),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
             where,
-            _message(f.rule_id, f.message),
+            _message(f.rule_id, f.message, report.findings),
         )
     if report.findings:
         console.print(table)
-        _fixable_footer(console, [f.rule_id for f in report.findings])
+        _fixable_footer(console, report.findings)
     if report.probe is not None:
         console.print(probe_table(report.probe.result, console.width))
     _render_not_run(doc["checks"], console)

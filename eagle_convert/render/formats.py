@@ -17,7 +17,7 @@ from urllib.parse import quote
 from eagle_convert.render.escape import one_line
 from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import RULES
+from eagle_convert.rules.registry import RULES, fixable
 from eagle_convert.verify.report import TOOL, VerifyReport
 from eagle_convert.version import PROJECT_URL
 
@@ -279,7 +279,7 @@ def to_concise(report: VerifyReport, *, named: bool = False) -> str:
     for f in report.findings:
         where = os.path.join(report.path, f.file) if f.file else report.path
         pointer = f":{f.pointer}" if f.pointer else ""
-        mark = " [*]" if f.rule_id in RULES and RULES[f.rule_id].fixable else ""
+        mark = " [*]" if fixable(f.rule_id, report.findings) else ""
         lines.append(f"{where}{pointer}: {f.rule_id}{mark} {f.severity} {' '.join(f.message.split())}")
     if report.status == "error":
         lines.append(f"{report.path}: error: {(report.error or {}).get('message', 'could not be verified')}")

@@ -7,6 +7,7 @@ EC4xx vocabulary mapping, EC5xx config fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -811,9 +812,23 @@ _RULES = (
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}
 
 
-def fix_fields(rule_id: str) -> dict[str, Any]:
-    """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable)."""
+NOT_EAGLE3 = "EC001"  # the draft is not EAGLE3: normalize refuses it, so no other finding of it is fixable
+NOT_EAGLE3_FIX = "not an EAGLE3 draft (EC001): normalize converts EAGLE3 drafts only; retrain or export it as EAGLE3"
+
+
+def fixable(rule_id: str, findings: Iterable[Finding] = ()) -> bool:
+    """Whether ``eagle-convert normalize`` fixes a finding of ``rule_id`` among ``findings`` (the report's): the
+    rule's own answer, except beside EC001, where normalize refuses the draft and fixes nothing."""
     rule = RULES.get(rule_id)
+    return bool(rule and rule.fixable) and not any(f.rule_id == NOT_EAGLE3 for f in findings)
+
+
+def fix_fields(rule_id: str, findings: Iterable[Finding] = ()) -> dict[str, Any]:
+    """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable), read among
+    the report's ``findings`` (:func:`fixable`)."""
+    rule = RULES.get(rule_id)
+    if rule is not None and rule.fixable and not fixable(rule_id, findings):
+        return {"fixable": False, "fix": NOT_EAGLE3_FIX}
     return {"fixable": rule.fixable if rule else False, "fix": rule.fix if rule else ""}
 
 

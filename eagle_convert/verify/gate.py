@@ -7,7 +7,7 @@ names the release, what it will do, what the weights need, and whether ``normali
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
@@ -18,9 +18,12 @@ from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
+FIXES, CANNOT_FIX = "; `eagle-convert normalize` fixes it", "; normalize cannot fix this"
+NOT_EAGLE3_NOTE = "; normalize cannot fix this (not an EAGLE3 draft, EC001)"
+
 
 def _fix(fixable: bool) -> str:
-    return "; `eagle-convert normalize` fixes it" if fixable else "; normalize cannot fix this"
+    return FIXES if fixable else CANNOT_FIX
 
 
 def _where(view: EngineView) -> str:
@@ -297,6 +300,8 @@ def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[Eng
         clash = disagreement(chosen)
         if clash is not None:
             out.append(clash)
+    if spec.producer == "eagle1":  # normalize refuses a draft that is not EAGLE3: no finding may promise a fix
+        out = [replace(f, message=f.message.replace(FIXES, NOT_EAGLE3_NOTE)) for f in out]
     return out
 
 

@@ -56,7 +56,7 @@ class VerifyReport:
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
-            "findings": [{**f.verify_json(), **fix_fields(f.rule_id)} for f in self.findings],
+            "findings": [{**f.verify_json(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error,
             "probe": self.probe.to_dict() if self.probe is not None else None,
