@@ -294,3 +294,12 @@ def test_an_output_on_a_read_only_place_is_refused_before_any_work(tmp_path: Pat
             subprocess.run(["umount", str(folder)], check=False)
         else:
             folder.chmod(0o755)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="procfs (Linux)")
+def test_a_regular_file_that_states_size_0_is_read_whole_up_to_the_cap() -> None:
+    """procfs states 0 bytes for files that hold more: the reader goes on past the stated size, to the cap."""
+    from eagle_convert.read.regular import read_regular
+
+    assert Path("/proc/self/status").stat().st_size == 0
+    assert read_regular("/proc/self/status").startswith(b"Name:") and b"\nPid:" in read_regular("/proc/self/status")

@@ -57,6 +57,8 @@ def read_regular(path: Path | str, limit: int = MAX_SMALL_FILE) -> bytes:
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         data = f.read(size + 1) if size <= limit else b""  # one byte more than stated: a file that grows shows it
+        if len(data) > size:  # larger than stated (growing, or a filesystem that states 0): read on, to the cap
+            data += f.read(limit + 1 - len(data))
         if size > limit or len(data) > limit:
             raise TooLargeError(f"is {max(size, len(data))} bytes, over the {_mib(limit)} limit: not read", path=path)
         return data
