@@ -58,7 +58,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,7 +66,7 @@ from pathlib import Path
 
 from eagle_convert.errors import InputError, OutputExistsError, UnsafePathError
 from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
-from eagle_convert.read.output_place import check_output_place, write_error
+from eagle_convert.read.output_place import check_output_place, remove_tree, write_error
 from eagle_convert.read.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
 
 COPY_BUFFER_BYTES = 8 * 1024 * 1024  # the read/write fallback's chunk
@@ -161,7 +160,7 @@ def write_checkpoint(
         raise write_error(exc, out) from exc
     finally:
         if not committed:
-            _remove(tmp)
+            remove_tree(tmp)
 
     try:
         _fsync_dir(out.parent)
@@ -169,7 +168,7 @@ def write_checkpoint(
         raise InputError(
             f"the checkpoint was written but its parent directory could not be synced: {exc.strerror or exc}", path=out
         ) from exc
-    if old is not None and not _remove(old):
+    if old is not None and not remove_tree(old):
         left_behind.append(old)
     return WriteResult(out, tuple(out / name for name in written), nbytes, tuple(left_behind))
 
@@ -465,7 +464,7 @@ def _remove_stale_partials(out: Path) -> list[Path]:
     with os.scandir(out.parent) as entries:
         stale = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
     for path in stale:
-        if not _remove(path):
+        if not remove_tree(path):
             left.append(path)
     return left
 
@@ -498,18 +497,6 @@ def _fsync_dir(path: Path) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def _remove(path: Path) -> bool:
-    """Remove a file, link or directory tree, best effort; True when it is gone."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            pass
-    return not os.path.lexists(path)
 
 
 def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from eagle_convert.read.checkpoint import (
 )
 from eagle_convert.read.digest import HASH_CHUNK
 from eagle_convert.read.hub_store import HubStore, hub_repo_ref
-from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
+from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, remove_tree, write_error
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -110,14 +109,7 @@ def _prepare_staging(staging: Path, names: list[str]) -> None:
     staging.mkdir(exist_ok=True)
     for entry in staging.iterdir():
         if entry.name not in names or entry.is_symlink() or not entry.is_file():
-            _remove(entry)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+            remove_tree(entry)
 
 
 def _commit(staging: Path, out: Path, force: bool, sha: str) -> None:
@@ -129,14 +121,14 @@ def _commit(staging: Path, out: Path, force: bool, sha: str) -> None:
         raise OutputExistsError("the output appeared while the pull ran", path=out)
     old = out.parent / f".{out.name}.old-{sha[:16]}"
     if os.path.lexists(old):
-        _remove(old)
+        remove_tree(old)
     out.rename(old)
     try:
         staging.rename(out)
     except BaseException:
         old.rename(out)
         raise
-    _remove(old)
+    remove_tree(old)
 
 
 def pull_checkpoint(
@@ -205,5 +197,5 @@ def _download(store: HubStore, name: str, staging: Path) -> TransferFile:
 def _clean_up(staging: Path, made: list[Path]) -> None:
     """Remove the staging directory and the folders this pull created above OUT (those left empty)."""
     if os.path.lexists(staging):
-        _remove(staging)
+        remove_tree(staging)
     remove_made(made)

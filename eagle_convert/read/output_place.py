@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -117,3 +118,15 @@ def remove_made(made: Sequence[Path]) -> None:
             folder.rmdir()
         except OSError:
             break
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove a file, link or directory tree, best effort; True when it is gone."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return not os.path.lexists(path)
