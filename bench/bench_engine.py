@@ -20,7 +20,7 @@ eagle-convert process (probe and reference matching) and of the engine process (
 process on the same 8 prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
 built and the acceptance it measured.
 
-``--attached`` times ``verify --engine-url``'s client (eagle_convert/engine_level/attach.py) against the in-process
+``--attached`` times ``verify --engine-url``'s client (eagle_convert/real_engine/attach.py) against the in-process
 engine level on the same 8 prompts and tokens, side by side: the attached run against a server that already serves
 the pair (``--engine-url``; without it the benchmark starts one, tests/vllm_server.py, and reports its start-up),
 and the in-process run (a child process that imports vLLM, loads the pair and generates). Both measure acceptance
@@ -65,8 +65,8 @@ def _verify(
 def variants(tokens: int) -> int:
     import tempfile
 
-    from eagle_convert.engine_level import EngineSettings, engine_prompts, fed_hidden_states, observe
-    from eagle_convert.engine_level.base import acceptance
+    from eagle_convert.real_engine import EngineSettings, engine_prompts, fed_hidden_states, observe
+    from eagle_convert.real_engine.base import acceptance
     from fixtures.engine_pair import VARIANTS, variant
 
     target, draft = engine_pair()
@@ -93,9 +93,9 @@ def attached(tokens: int, url: str | None, concurrency: int) -> int:
     import tempfile
     from contextlib import nullcontext
 
-    from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
-    from eagle_convert.engine_level.attach import run
-    from eagle_convert.engine_level.base import acceptance, engine_python
+    from eagle_convert.real_engine import EngineSettings, engine_prompts, observe
+    from eagle_convert.real_engine.attach import run
+    from eagle_convert.real_engine.base import acceptance, engine_python
 
     target, draft = engine_pair()
     settings = EngineSettings(new_tokens=tokens, baseline=False)

@@ -179,7 +179,7 @@ def require_torch(feature: str) -> None:
         raise ExtraMissing(f"{feature} needs torch, which is not installed: {REFERENCE_INSTALL}")
 
 
-# The engine level (engine_level/): its environments, its settings, and the engine runs themselves.
+# The engine level (real_engine/): its environments, its settings, and the engine runs themselves.
 
 ENGINE_PYTHON_ENV = "EAGLE_CONVERT_ENGINE_PYTHON"  # the engine environment's Python when --engine-python is not given
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
-from eagle_convert.engines import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
+from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.gate import engines_json, gate_findings, views
@@ -78,7 +78,7 @@ class InspectReport:
                 "confidence": aux.confidence,
                 "evidence": aux.evidence,
                 "hidden_state_indices": aux.hidden_state_indices,
-                "readings": aux.readings,
+                "readings": aux.states_by_convention,
                 "engines": engines_json(spec),
             },
             "num_aux_hidden_states": spec.num_aux_hidden_states,

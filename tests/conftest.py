@@ -123,8 +123,8 @@ def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:
 def engine_or_skip(engine: str = "vllm") -> Path:
     """The engine environment's Python (``scripts/engine-env [--sglang]``): skipped with the reason when it is
     missing, except in CI (CI=true), where the engine tests must run and a missing environment is a failure."""
-    from eagle_convert.engine_level.base import engine_python
     from eagle_convert.errors import EngineNotInstalledError
+    from eagle_convert.real_engine.base import engine_python
 
     try:
         return engine_python(engine=engine)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from eagle_convert.cli.main import main
-from eagle_convert.engines import DEFAULT_ENGINES, RELEASES, engine_level_engine, newest, resolve_engines
 from eagle_convert.errors import GateFailed
 from eagle_convert.hub.publish import push_checkpoint
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.releases import DEFAULT_ENGINES, RELEASES, engine_level_engine, newest, resolve_engines
 from eagle_convert.verify.run import verify_checkpoint
 from eagle_convert.version import __version__
 from tests.conftest import ROOT

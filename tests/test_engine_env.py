@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.engine_level.base import engine_python
-from eagle_convert.engine_level.env import ENVS, RECIPES, recipe
 from eagle_convert.errors import EngineNotInstalledError
+from eagle_convert.real_engine.base import engine_python
+from eagle_convert.real_engine.env import ENVS, RECIPES, recipe
 from tests.conftest import run_cli
 
 
@@ -41,7 +41,7 @@ def test_every_recipe_installs_from_files_the_package_ships() -> None:
 def test_the_per_user_environment_is_found_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EAGLE_CONVERT_ENGINE_PYTHON", raising=False)
     monkeypatch.setenv("EAGLE_CONVERT_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("eagle_convert.engine_level.base.PACKAGE_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr("eagle_convert.real_engine.base.PACKAGE_ROOT", tmp_path / "no-checkout")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with pytest.raises(EngineNotInstalledError) as err:

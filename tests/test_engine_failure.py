@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.engine_level import EngineSettings, observe
-from eagle_convert.engine_level.base import last_error_line, run_worker
 from eagle_convert.errors import EngineRunError
+from eagle_convert.real_engine import EngineSettings, observe
+from eagle_convert.real_engine.base import last_error_line, run_worker
 from fixtures.layouts import TARGETS
 from tests.conftest import run_cli
 
@@ -47,7 +47,7 @@ WARNING 11-24 07:26:05 [cpu.py:117] Environment variable VLLM_CPU_KVCACHE_SPACE 
 INFO 11-24 07:26:07 [default_loader.py:267] Loading weights took 0.01 seconds
 Traceback (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
-  File "/eng/lib/python3.12/site-packages/eagle_convert/engine_level/vllm_worker.py", line 242, in <module>
+  File "/eng/lib/python3.12/site-packages/eagle_convert/real_engine/vllm_worker.py", line 242, in <module>
     sys.exit(main(sys.argv))
   File "/eng/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2960, in load_model
     self.drafter.load_model(self.model)
@@ -99,7 +99,7 @@ def test_engine_failure_leads_with_the_engines_cause_and_keeps_the_log(
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(EngineRunError) as info:
-        run_worker(fake_engine, "eagle_convert.engine_level.vllm_worker", {"drafts": ["/d/draft"]}, {}, work)
+        run_worker(fake_engine, "eagle_convert.real_engine.vllm_worker", {"drafts": ["/d/draft"]}, {}, work)
     error = info.value
     assert error.exit_code == 2
     assert error.message == f"/d/draft: vLLM failed on the draft (exit 1): {CAUSE}"

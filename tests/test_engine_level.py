@@ -16,10 +16,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from eagle_convert.engine_level import base
-from eagle_convert.engine_level.base import acceptance, engine_python
-from eagle_convert.engines import engine_view, release_for_installed
 from eagle_convert.errors import EngineNotInstalledError
+from eagle_convert.real_engine import base
+from eagle_convert.real_engine.base import acceptance, engine_python
+from eagle_convert.releases import engine_view, release_for_installed
 from eagle_convert.rules.registry import RULES
 from tests.conftest import ROOT, SCHEMAS, engine_or_skip, run_cli
 
@@ -68,12 +68,12 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     """The rule's arithmetic, on an observation made up here (the real engine runs in the tests below): the probe
     predicts 1.60 for the configured reading, on the engine's own run when the reference can run the draft, else in
     its table; 1.40 over 100 drafts is clearly below it, 1.55 is within 0.15."""
-    import eagle_convert.engine_level as engine_level
+    import eagle_convert.real_engine as engine_level
     from eagle_convert.draft.detect import detect
-    from eagle_convert.engine_level.base import EngineObservation
     from eagle_convert.probe.result import ProbeReport, ProbeResult, ProbeRow
     from eagle_convert.probe.run import EngineRunPrediction
     from eagle_convert.read.checkpoint import open_checkpoint
+    from eagle_convert.real_engine.base import EngineObservation
 
     draft = fx / "layouts" / "specforge-mha"
     seen = EngineObservation(draft, "vllm", "0.32.0", "v1", None, None, {}, 100, 300, accepted, [accepted, 0, 0],
@@ -99,10 +99,10 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
 
 def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Greedy output that speculation changed: which prompts, and where they first differ (a made-up observation)."""
-    import eagle_convert.engine_level as engine_level
+    import eagle_convert.real_engine as engine_level
     from eagle_convert.draft.detect import detect
-    from eagle_convert.engine_level.base import EngineObservation
     from eagle_convert.read.checkpoint import open_checkpoint
+    from eagle_convert.real_engine.base import EngineObservation
 
     draft = fx / "layouts" / "specforge-mha"
     outputs, alone = [[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[1, 2, 3], [4, 0, 6], [7, 8, 9]]
@@ -210,7 +210,7 @@ def _text_prompt(target: Path) -> list[int]:
 @pytest.fixture(scope="module")
 def conformance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Every variant run in one engine process (one engine each), then matched against the reference target."""
-    from eagle_convert.engine_level import EngineSettings, fed_hidden_states, observe
+    from eagle_convert.real_engine import EngineSettings, fed_hidden_states, observe
     from fixtures.engine_pair import VARIANTS, engine_pair, variant
 
     python = _engine_or_skip()
@@ -312,8 +312,8 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
     over H with random weights scaled to move the drafts without drowning them), and the draft with sliding-window
     attention (``layer_types``, window 16: the prompts are 38-42 tokens): vLLM runs layer 1 and the window as the
     reference does, and each moves the acceptance from the one-layer draft's."""
-    from eagle_convert.engine_level import EngineSettings, engine_prompts, observe
     from eagle_convert.probe.run import predict_engine_run
+    from eagle_convert.real_engine import EngineSettings, engine_prompts, observe
     from fixtures.engine_pair import engine_pair
     from fixtures.multi_layer import with_later_layers
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level.base import run_worker
-from eagle_convert.engines import release_for_installed
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.real_engine.base import run_worker
+from eagle_convert.releases import release_for_installed
 from tests.conftest import engine_or_skip
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

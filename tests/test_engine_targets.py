@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engines import RELEASES, engine_view
-from eagle_convert.engines import target_classes as read
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.releases import RELEASES, engine_view
+from eagle_convert.releases import target_classes as read
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CANONICAL, Broken, _edit, _set, write_broken

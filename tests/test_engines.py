@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engines import RELEASES, engine_view, release_for_installed, resolve_engines
 from eagle_convert.errors import UsageError
+from eagle_convert.releases import RELEASES, engine_view, release_for_installed, resolve_engines
 
 IDS = "eagle_aux_hidden_state_layer_ids"
 
@@ -210,10 +210,10 @@ def test_k_sources() -> None:
 def test_formats_md_engine_tables_are_generated_from_the_records() -> None:
     from pathlib import Path
 
-    from eagle_convert.engines.docs import splice
+    from eagle_convert.releases.docs import splice
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
-    assert doc == splice(doc), "docs/formats.md drifted: run `python -m eagle_convert.engines.docs docs/formats.md`"
+    assert doc == splice(doc), "docs/formats.md drifted: run `python -m eagle_convert.releases.docs docs/formats.md`"
     for name in RELEASES:
         assert f"#### `{name}`" in doc
 

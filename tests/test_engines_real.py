@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engines import RELEASES, engine_view
+from eagle_convert.releases import RELEASES, engine_view
 from fixtures.real import real_config_paths
 
 PATHS = real_config_paths()

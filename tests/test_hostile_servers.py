@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level import attach
-from eagle_convert.engine_level.attach import run
 from eagle_convert.errors import AttachError, UsageError
+from eagle_convert.real_engine import attach
+from eagle_convert.real_engine.attach import run
 from tests.conftest import ROOT
 
 KEY = "sk-hostile-test-5e9a"
@@ -179,7 +179,7 @@ def test_a_redirect_within_the_origin_is_followed() -> None:
         handler.end_headers()
 
     with _serve(_Vllm, routes={"/v0/version": redirect}) as url:
-        server = attach._server(url, KEY)
+        server = attach._connect(url, KEY)
         assert json.loads(server.request("/v0/version", None, 5.0, "before the run")) == {"version": "0.32.0"}
 
 
@@ -252,7 +252,7 @@ def test_a_server_that_drips_its_answer_hits_the_total_deadline() -> None:
             time.sleep(0.2)
 
     with _serve(_Vllm, routes={"/version": drip}) as url:
-        server = attach._server(url, KEY)
+        server = attach._connect(url, KEY)
         started = time.monotonic()
         with pytest.raises(AttachError, match=r"did not answer within 1\.5 s before the run") as error:
             server.request("/version", None, 1.5, "before the run")
@@ -271,7 +271,7 @@ def test_a_header_that_never_ends_hits_the_total_deadline() -> None:
     with _serve(_Vllm, routes={"/version": headers_forever}) as url:
         started = time.monotonic()
         with pytest.raises(AttachError, match="did not answer within 1 s"):
-            attach._server(url, KEY).request("/version", None, 1.0, "before the run")
+            attach._connect(url, KEY).request("/version", None, 1.0, "before the run")
         assert time.monotonic() - started < 4.0
 
 

@@ -12,11 +12,11 @@ import torch
 from jsonschema import Draft202012Validator
 from safetensors.torch import load_file
 
-from eagle_convert.engines import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from eagle_convert.errors import InputError
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize.plan import NormalizeRefused, normalize_checkpoint
 from eagle_convert.read.checkpoint import open_checkpoint
+from eagle_convert.releases import FAMILY_MODEL_TYPE, RELEASES, engine_view
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
 from tests.conftest import SCHEMAS, run_cli

@@ -3,7 +3,7 @@ with the engine model's view of the same config (``engine_view(sglang@<release>,
 
 SGLang runs in its engine environment (``scripts/engine-env --sglang``; ``.venv-sglang-0.5.16`` from
 ``scripts/engine-env --sglang-release 0.5.16`` for the older record), one process that imports SGLang once and forks
-a start-up per case (eagle_convert/engine_level/sglang_worker.py, load mode): the target worker, the EAGLE worker
+a start-up per case (eagle_convert/real_engine/sglang_worker.py, load mode): the target worker, the EAGLE worker
 with the draft loaded by SGLang's ``load_weights``, and the aux capture set-up. Nothing is decoded: SGLang's CPU
 kernels are not on the package index (a stand-in raises at the first kernel call, the KV pool's warm-up).
 
@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.engine_level import base
-from eagle_convert.engine_level.base import engine_python
-from eagle_convert.engines import engine_view, release_for_installed
 from eagle_convert.errors import EngineNotInstalledError
+from eagle_convert.real_engine import base
+from eagle_convert.real_engine.base import engine_python
+from eagle_convert.releases import engine_view, release_for_installed
 
-WORKER = "eagle_convert.engine_level.sglang_worker"
+WORKER = "eagle_convert.real_engine.sglang_worker"
 SMOLLM2_LAYERS = 30
 OLD_RELEASE_VENV = ".venv-sglang-0.5.16"  # scripts/engine-env --sglang-release 0.5.16
 
@@ -271,7 +271,7 @@ EXPECTED_0_5_23: dict[str, list[int] | str] = {
     # Gemma2ForCausalLM lacks (speculative/eagle_worker_v2.py:339, :383, pp_draft_embedding.py:95)
     **{f"gemma2: {case}": "get_embed_and_head" for case in ("no ids", *(f"eagle_config ids {ids}" for ids in IDS))},
 }
-# Where SGLang and the engine model (engines/sglang.py) differ: what SGLang does, with its lines. None is left: the
+# Where SGLang and the engine model (releases/sglang.py) differ: what SGLang does, with its lines. None is left: the
 # disagreements this test found (a tied lm_head, 0.5.16's input_norm, Qwen3-MoE past its last layer) are fixed there.
 KNOWN_DISAGREEMENTS_0_5_23: dict[str, str] = {}
 # The same for 0.5.16 (its own lines), which has no expectation table of its own: the engine model's record for it
@@ -323,9 +323,9 @@ def test_sglang_0_5_16_builds_and_captures_what_the_engine_model_says(
 @pytest.mark.slow
 def test_the_sglang_runner_reports_the_load(tmp_path: Path) -> None:
     """The runner verify uses, on the pair as trained: one worker process, its result as an observation."""
-    from eagle_convert.engine_level import dropped_tensors
-    from eagle_convert.engine_level.base import EngineRequest
-    from eagle_convert.engine_level.sglang_runner import SglangRunner
+    from eagle_convert.real_engine import dropped_tensors
+    from eagle_convert.real_engine.base import EngineRequest
+    from eagle_convert.real_engine.sglang_runner import SglangRunner
     from fixtures.engine_pair import engine_pair
 
     python = _sglang_or_skip("0.5.23")

@@ -99,11 +99,11 @@ def test_a_load_as_trained_reports_what_sglang_built_and_no_acceptance(pair: tup
 
 def _findings(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, **answer: Any) -> list[Any]:
     """engine_findings on the observation the SGLang runner makes of a load result (the engine call stood in)."""
-    import eagle_convert.engine_level as engine_level
+    import eagle_convert.real_engine as engine_level
     from eagle_convert.draft.detect import detect
-    from eagle_convert.engine_level.sglang_runner import observation
     from eagle_convert.read.checkpoint import open_checkpoint
     from eagle_convert.read.safetensors_header import read_header
+    from eagle_convert.real_engine.sglang_runner import observation
 
     draft, target = pair
     names = [t.name for f in sorted(draft.glob("*.safetensors")) for t in read_header(f).tensors]
@@ -162,11 +162,11 @@ def test_the_human_report_says_what_was_built_and_why_nothing_was_measured(
 
 
 def test_no_sglang_environment_names_the_sglang_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from eagle_convert.engine_level.base import engine_python
     from eagle_convert.errors import EngineNotInstalledError
+    from eagle_convert.real_engine.base import engine_python
 
     monkeypatch.delenv("EAGLE_CONVERT_ENGINE_PYTHON", raising=False)
-    monkeypatch.setattr("eagle_convert.engine_level.base.PACKAGE_ROOT", tmp_path)
+    monkeypatch.setattr("eagle_convert.real_engine.base.PACKAGE_ROOT", tmp_path)
     with pytest.raises(EngineNotInstalledError) as err:
         engine_python(start=tmp_path, engine="sglang")
     assert ".venv-sglang" in str(err.value) and "--sglang" in (err.value.hint or "")

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.engine_level.vllm_runner import _environment
+from eagle_convert.real_engine.vllm_runner import _environment
 
 STARTUP_S = 600.0  # the deadline for /health to answer 200 (about 60-90 s on 2 busy cores)
 STOP_S = 30.0  # SIGTERM, then SIGKILL after this long

@@ -29,7 +29,7 @@ def engine_env(
     as_json: bool = typer.Option(False, "--json", help="Write the result as one JSON object."),
 ) -> None:
     """Build (or find) an engine environment: a virtualenv with the engine, apart from eagle-convert's own."""
-    from eagle_convert.engine_level.env import build, recipe
+    from eagle_convert.real_engine.env import build, recipe
     from eagle_convert.render.json_output import write_json_value
 
     chosen = recipe("sglang" if sglang else "vllm", cuda, release)

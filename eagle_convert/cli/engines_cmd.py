@@ -15,7 +15,7 @@ def engines(
     from rich.table import Table
     from rich.text import Text
 
-    from eagle_convert.engines import RELEASES, resolve_engines
+    from eagle_convert.releases import RELEASES, resolve_engines
     from eagle_convert.render.console import stdout_console
     from eagle_convert.render.json_output import write_json_value
 

@@ -136,7 +136,7 @@ def engine_option(help: str = ENGINES_HELP) -> Any:
 
 def complete_engines(incomplete: str) -> list[str]:
     """Shell completion of --engine: the keywords and release names, after any comma already typed."""
-    from eagle_convert.engines import DEFAULT_ENGINES, ENGINES, RELEASES
+    from eagle_convert.releases import DEFAULT_ENGINES, ENGINES, RELEASES
 
     head, comma, last = incomplete.rpartition(",")
     words = (DEFAULT_ENGINES, "all", "both", *ENGINES, *RELEASES)
@@ -145,7 +145,7 @@ def complete_engines(incomplete: str) -> list[str]:
 
 def chosen_engines(cli: str | None, settings: dict[str, Any]) -> str:
     """The command line wins over [tool.eagle-convert] engine, which wins over the deployed releases."""
-    from eagle_convert.engines import DEFAULT_ENGINES
+    from eagle_convert.releases import DEFAULT_ENGINES
 
     return cli if cli is not None else str(settings.get("engine", DEFAULT_ENGINES))
 

@@ -40,7 +40,7 @@ from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.run import ORACLES
 
 if TYPE_CHECKING:
-    from eagle_convert.engine_level.served import Server
+    from eagle_convert.real_engine.served import AttachedServer
     from eagle_convert.verify.report import VerifyReport
 
 
@@ -225,10 +225,10 @@ def verify(
     each checkpoint under its own uri base id (CHECKPOINT1, CHECKPOINT2, ...), junit one testsuite per checkpoint,
     github and concise the lines of each in turn.
     """
-    from eagle_convert.engine_level import EngineSettings
-    from eagle_convert.engine_level.engine_args import check_engine_args, engine_args
-    from eagle_convert.engines import engine_level_engine, resolve_engines
     from eagle_convert.probe.text import read_prompts, read_token_ids
+    from eagle_convert.real_engine import EngineSettings
+    from eagle_convert.real_engine.engine_args import check_engine_args, engine_args
+    from eagle_convert.releases import engine_level_engine, resolve_engines
     from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
     from eagle_convert.render.escape import one_line
     from eagle_convert.verify.run import load_settings, verify_checkpoint
@@ -236,7 +236,7 @@ def verify(
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
-    server = _server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
+    server = _attached_server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
     if server is not None:
         if level not in (LEVELS[0], "engine"):
             raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
@@ -355,11 +355,13 @@ def _notice(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
-def _server(url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None) -> Server | None:
+def _attached_server(
+    url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None
+) -> AttachedServer | None:
     """The running server of --engine-url and its options (None without it); --engine names its engine only when
     it is one of vllm or sglang (a release list leaves it to detection)."""
-    from eagle_convert.engine_level.attach import ENGINES, check_url, token_from_env
-    from eagle_convert.engine_level.served import Server
+    from eagle_convert.real_engine.attach import ENGINES, check_url, token_from_env
+    from eagle_convert.real_engine.served import AttachedServer
 
     if url is None:
         for name, given in (("--engine-url-token", token), ("--engine-concurrency", concurrency != 8)):
@@ -367,7 +369,7 @@ def _server(url: str | None, token: str | None, concurrency: int, timeout: float
                 raise UsageError(f"{name} goes with --engine-url")
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
-    return Server(check_url(url), token or token_from_env(), concurrency, timeout, forced)
+    return AttachedServer(check_url(url), token or token_from_env(), concurrency, timeout, forced)
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

@@ -7,7 +7,7 @@ Two conventions (FORMATS.md section 3), written as HF ``hidden_states`` indices 
 - ``input-to``: id X is the input of layer X, ``hs[X]`` (speculators; the convention of top-level ids).
 
 This module decides what the draft was trained on; what each engine release will select from the same config is
-its record's business (``eagle_convert.engines``), and the report gives both.
+its record's business (``eagle_convert.releases``), and the report gives both.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class AuxLayers:
     confidence: str
     evidence: list[str]
     hidden_state_indices: list[int] | None
-    readings: dict[str, list[int]]
+    states_by_convention: dict[str, list[int]]  # what the ids select under each convention (inspect: "readings")
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def decide_convention(inp: ConventionInputs) -> ConventionCall:
         return ConventionCall(by_producer, "medium", evidence)
     input_to_defaults = bool(n) and to_hidden_states(ids, "input-to") == default_hidden_states(n or 0)
     # These producers generate their training states through a serving engine whose reading of eagle_config ids
-    # is settled for Llama/Qwen targets only (the per-family capture rules are in engines/): only those settle it.
+    # is settled for Llama/Qwen targets only (the per-family capture rules are in releases/): only those settle it.
     layout_fits = inp.location == "eagle_config" and by_producer == "output-of" and not input_to_defaults
     if layout_fits and inp.producer_confidence in ("high", "medium") and inp.family in ("llama", "qwen"):
         evidence.append(

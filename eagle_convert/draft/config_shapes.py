@@ -2,7 +2,7 @@
 keys, aux-layer ids under other trainers' keys, and the findings for shapes this tool reads but no engine does.
 
 Each check is a fact about the config the trainer wrote; what an engine release does with the same config is the
-engine model's business (``eagle_convert.engines``). Sources are cited where the meaning was read:
+engine model's business (``eagle_convert.releases``). Sources are cited where the meaning was read:
 
 - the AngelSlim research fork (github.com/HangerYang/Angel, ``angelslim/compressor/speculative/train/models/draft/
   llama_eagle3.py``): ``eagle_aux_injection_mode`` / ``eagle_aux_layer_bands``;

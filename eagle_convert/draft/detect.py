@@ -332,7 +332,7 @@ def _flags(f: Facts, producer: str, out: list[Finding]) -> Flags:
             )
         )
 
-    # norm_before_fc: the nested value wins when both are set (each release's own reading is in engines/).
+    # norm_before_fc: the nested value wins when both are set (each release's own reading is in releases/).
     if cfg.eagle_config_norm_before_fc is not None:
         nbf = Flag(cfg.eagle_config_norm_before_fc, "eagle_config.norm_before_fc")
     elif cfg.norm_before_fc is not None:
@@ -531,7 +531,7 @@ def _aux_findings(
             finding(
                 "EC101",
                 f"aux-layer ids {aux.ids} are ambiguous: output-of selects hs"
-                f"{aux.readings['output-of']}, input-to selects hs{aux.readings['input-to']}; "
+                f"{aux.states_by_convention['output-of']}, input-to selects hs{aux.states_by_convention['input-to']}; "
                 "pass --aux-convention output-of|input-to",
                 subject=key,
             )

@@ -110,14 +110,14 @@ def _attention(d: Dims, spec: DraftSpec, two_h: int | None, layer: str = CANONIC
             _shape(hd),
             "norm",
             False,
-            "Qwen3-style per-head query norm (see engines/: which classes have one)",
+            "Qwen3-style per-head query norm (see releases/: which classes have one)",
         ),
         Expected(
             p + "k_norm.weight",
             _shape(hd),
             "norm",
             False,
-            "Qwen3-style per-head key norm (see engines/: which classes have one)",
+            "Qwen3-style per-head key norm (see releases/: which classes have one)",
         ),
     ]
     if spec.config.attention_bias:

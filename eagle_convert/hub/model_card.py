@@ -9,8 +9,8 @@ import json
 
 from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.draft.detect import DraftSpec
-from eagle_convert.engines import launch_command, resolve_engines
 from eagle_convert.read.config import TargetConfig
+from eagle_convert.releases import launch_command, resolve_engines
 from eagle_convert.verify.gate import views
 from eagle_convert.verify.report import VerifyReport
 

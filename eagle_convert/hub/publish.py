@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.detect import detect
-from eagle_convert.engines import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.errors import EagleConvertError, GateFailed, HubError, UsageError
 from eagle_convert.hub.model_card import render_card
 from eagle_convert.read.checkpoint import (
@@ -32,6 +31,7 @@ from eagle_convert.read.hub_store import (
     translate_error,
 )
 from eagle_convert.read.redact import printable, redact
+from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.verify.report import VerifyReport
 from eagle_convert.verify.run import FAIL_LEVELS, checkpoint_files, verify_checkpoint
 from eagle_convert.version import __version__

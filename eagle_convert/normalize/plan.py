@@ -19,16 +19,6 @@ from typing import Any
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
-from eagle_convert.engines import (
-    FAMILY_MODEL_TYPE,
-    RELEASES,
-    EngineView,
-    Release,
-    draft_architecture,
-    eagle_config_ids_for,
-    engine_view,
-    resolve_engines,
-)
 from eagle_convert.errors import (
     NormalizeRefused,
     NothingToCheckError,
@@ -43,6 +33,16 @@ from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import FAMILIES, IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
 from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.releases import (
+    FAMILY_MODEL_TYPE,
+    RELEASES,
+    EngineView,
+    Release,
+    draft_architecture,
+    eagle_config_ids_for,
+    engine_view,
+    resolve_engines,
+)
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES, finding
 from eagle_convert.version import SCHEMA_VERSION, __version__
@@ -425,7 +425,7 @@ def _resolve(
     aux = spec.aux
     findings = [f for f in spec.findings if f.rule_id not in ("EC104", "EC103", "EC010", "EC202", "EC009")]
     if aux.convention == "ambiguous":
-        readings = ", ".join(f"{c} selects hs{v}" for c, v in aux.readings.items())
+        readings = ", ".join(f"{c} selects hs{v}" for c, v in aux.states_by_convention.items())
         raise NormalizeRefused(
             f"aux-layer ids {aux.ids} are ambiguous ({readings}); normalize never guesses",
             path=src,

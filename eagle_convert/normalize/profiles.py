@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle_convert.engines import draft_architecture, vllm_qk_norm_architecture
 from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, SPECULATORS_LAYER_KEY
+from eagle_convert.releases import draft_architecture, vllm_qk_norm_architecture
 
 # Keys the speculators format keeps at the top level; everything else lives in transformer_layer_config.
 SPECULATORS_TOP_KEYS = frozenset(
@@ -76,7 +76,7 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
     put(
         "draft_vocab_size",
         sem.draft_vocab_size,
-        "explicit: a release that reads it as an attribute fails when it is missing (engines/)",
+        "explicit: a release that reads it as an attribute fails when it is missing (releases/)",
     )
     put("target_hidden_size", sem.target_hidden_size, "explicit integer: null crashes both engines")
     put("num_aux_hidden_states", sem.num_aux_hidden_states, "explicit fc width in aux states (K)")
@@ -101,7 +101,7 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
         reasons[IDS_KEY] = "this profile's engine does not read top-level ids"
     if sem.hidden_states is not None and nested_ids and sem.sglang_ids is not None:
         eagle_config[IDS_KEY] = list(sem.sglang_ids)
-        reasons[f"eagle_config.{IDS_KEY}"] = "the eagle_config reading of the target family (engines/ capture rules)"
+        reasons[f"eagle_config.{IDS_KEY}"] = "the eagle_config reading of the target family (releases/ capture rules)"
     elif eagle_config.pop(IDS_KEY, None) is not None:
         reasons[f"eagle_config.{IDS_KEY}"] = "this profile's engine does not read eagle_config ids"
     if sem.hidden_states is not None or "use_aux_hidden_state" in eagle_config:
@@ -132,7 +132,7 @@ def _vllm(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, An
 def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
     stash = sem.speculators_stash
     layer = {k: v for k, v in cfg.items() if k not in SPECULATORS_TOP_KEYS and k not in _EAGLE_ONLY_KEYS}
-    # a speculators eagle3 config is routed by its layer model_type: qwen3 is the class with q/k norms (engines/)
+    # a speculators eagle3 config is routed by its layer model_type: qwen3 is the class with q/k norms (releases/)
     layer["architectures"] = stash.get("layer_architectures") or [
         "Qwen3ForCausalLM" if sem.qk_norm else "LlamaForCausalLM"
     ]

@@ -1,6 +1,6 @@
 """Reference EAGLE3 draft in pure PyTorch: the forward pass of docs/FORMATS.md section 1, read like the equations.
 
-Matches the EAGLE3 draft classes of the engine records (``engines/``: ``LlamaForCausalLMEagle3``,
+Matches the EAGLE3 draft classes of the engine records (``releases/``: ``LlamaForCausalLMEagle3``,
 ``Eagle3DeepseekV2ForCausalLM``, ``Eagle3LlamaForCausalLM``, ``Eagle3Qwen3ForCausalLM``): MHA attention as
 transformers' ``LlamaAttention`` / ``Qwen3Attention`` (rotate-half RoPE incl. linear/llama3/yarn scaling, GQA, explicit
 head_dim, optional per-head q_norm/k_norm) and MLA attention as transformers' ``DeepseekV3Attention``

@@ -43,7 +43,7 @@ class Rule:
 
 # the fix of a rule normalize resolves by rewriting names or config
 _REWRITES = "run `eagle-convert normalize SRC OUT`: it rewrites this"
-# EC011/EC012: what normalize writes as architectures (normalize/profiles.py, engines.draft_architecture)
+# EC011/EC012: what normalize writes as architectures (normalize/profiles.py, releases.draft_architecture)
 _ARCHITECTURE = (
     "run `eagle-convert normalize SRC OUT`: it writes the draft class every modelled release loads "
     "(LlamaForCausalLMEagle3, or Eagle3DeepseekV2ForCausalLM for MLA; a draft with q/k norms gets the one class "

@@ -13,10 +13,10 @@ from typing import Any
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.expected import Expected
 from eagle_convert.draft.mapping import map_key
-from eagle_convert.engines import EngineView
 from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
+from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 

@@ -13,8 +13,8 @@ from typing import Any
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.truth import DraftTruth, draft_truth
-from eagle_convert.engines import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
+from eagle_convert.releases import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.engines import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
 from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError, check_choice, require_torch
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.read.regular import read_text
+from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
@@ -33,10 +33,10 @@ from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.version import docs_url
 
 if TYPE_CHECKING:
-    from eagle_convert.engine_level import EngineSettings
-    from eagle_convert.engine_level.served import Server
     from eagle_convert.probe.result import ProbeReport
     from eagle_convert.probe.run import LoadedDraft
+    from eagle_convert.real_engine import EngineSettings
+    from eagle_convert.real_engine.served import AttachedServer
     from eagle_convert.reference.budget import ReferenceRun
     from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
@@ -186,7 +186,7 @@ def verify_checkpoint(
     engine_settings: EngineSettings | None = None,
     probe_positions: int | None = None,
     notice: Callable[[str], None] | None = None,
-    engine_server: Server | None = None,
+    engine_server: AttachedServer | None = None,
 ) -> VerifyReport:
     """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
 
@@ -198,7 +198,7 @@ def verify_checkpoint(
     ``notice`` hears, before a long target level starts, an estimate of its time (a line for people).
     ``engine_server``: the engine level measures the draft on that running server instead of starting an engine;
     the target then needs only its config, and the probe's prediction runs where the target's weights are here and
-    fit the memory (engine_level/served.py).
+    fit the memory (real_engine/served.py).
     ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
     releases = resolve_engines(engine)
     check_choice("level", level, LEVELS)
@@ -211,7 +211,7 @@ def verify_checkpoint(
     if engine_server is not None and level != "engine":
         raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
     if level == "engine" and engine_server is None:  # fail fast, before the probe runs, when there is no engine
-        from eagle_convert.engine_level import engine_python
+        from eagle_convert.real_engine import engine_python
 
         engine_python(engine_settings.python if engine_settings else None)
     if level in ("target", "engine") and engine_server is None and not _has_weights(Path(target or "")):
@@ -351,7 +351,7 @@ class ForwardOptions:
     positions: int | None
     compute: Compute  # where and in what dtype (decided against the memory before anything was loaded)
     dtype: str  # --dtype as asked: "auto" leaves the engine level its own default (float32 on a CPU)
-    server: Server | None = None  # --engine-url: the engine level measures the draft on this running server
+    server: AttachedServer | None = None  # --engine-url: the engine level measures the draft on this running server
     no_probe: str | None = None  # why the probe does not run against a server (the target's weights: absent, too big)
 
 
@@ -461,7 +461,7 @@ def _forward_levels(
     if depth >= LEVELS.index("engine"):
         from dataclasses import replace
 
-        from eagle_convert.engine_level import EngineSettings, engine_findings
+        from eagle_convert.real_engine import EngineSettings, engine_findings
 
         chosen_engine = replace(
             engine_settings or EngineSettings(),
@@ -495,9 +495,9 @@ def _served(
     running server: (findings, the probe report, the engine run)."""
     from dataclasses import replace
 
-    from eagle_convert.engine_level import EngineSettings
-    from eagle_convert.engine_level.served import served_findings
     from eagle_convert.probe.target import Target
+    from eagle_convert.real_engine import EngineSettings
+    from eagle_convert.real_engine.served import served_findings
     from eagle_convert.verify.forward import probe_findings
 
     assert options.server is not None

@@ -36,8 +36,8 @@ def _target_class(ctx: Context) -> list[Finding]:
 
 
 def _draft_class(ctx: Context) -> str:
-    """The architecture that routes to the right draft class in every modelled release (engines/)."""
-    from eagle_convert.engines import draft_architecture
+    """The architecture that routes to the right draft class in every modelled release (releases/)."""
+    from eagle_convert.releases import draft_architecture
 
     portable = draft_architecture("mla" if ctx.spec.attention == "mla" else "mha", False)
     return portable[0] if portable else "an EAGLE3 draft class"

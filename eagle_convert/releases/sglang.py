@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from eagle_convert.engines import target_classes
-from eagle_convert.engines.model import (
+from eagle_convert.releases import target_classes
+from eagle_convert.releases.model import (
     IDS_KEY,
     Behaviour,
     Capture,
@@ -141,7 +141,7 @@ _CAPTURES_0_5_16 = _captures_0_5_16()
 
 def _target_classes(version: str) -> TargetClasses:
     """The registered architectures whose class (or a base) defines set_eagle3_layers_to_capture, read from the
-    wheel (engines/target_classes.py). Start-up calls it on the target whenever aux capture is on, and any other
+    wheel (releases/target_classes.py). Start-up calls it on the target whenever aux capture is on, and any other
     class fails there; an architecture SGLang does not register falls back to the Transformers backend, which does
     not define it either."""
     new = version != "0.5.16"
@@ -494,7 +494,7 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         Behaviour(
             "target-classes",
             f"{len(targets.eagle3)} of its {targets.registered} registered architectures define (or inherit) "
-            "set_eagle3_layers_to_capture (listed in engines/target_classes.py); start-up fails on any other target "
+            "set_eagle3_layers_to_capture (listed in releases/target_classes.py); start-up fails on any other target "
             "class, and an unregistered one falls back to TransformersForCausalLM, which has none",
             targets.refusal,
         ),

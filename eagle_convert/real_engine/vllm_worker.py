@@ -1,6 +1,6 @@
 """Runs inside the engine environment (``.venv-engine``), never in eagle-convert's own: one vLLM process per run.
 
-    python -m eagle_convert.engine_level.vllm_worker REQUEST.json
+    python -m eagle_convert.real_engine.vllm_worker REQUEST.json
 
 It imports nothing from eagle-convert (the engine environment need not have its dependencies), only the standard
 library, torch, safetensors and vLLM. The request names the target, the draft, k, the prompts (token ids) and where to

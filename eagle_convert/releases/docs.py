@@ -1,13 +1,13 @@
 """docs/formats.md's engine tables, one per modelled release, rendered from the records (``python -m
-eagle_convert.engines.docs`` rewrites the block between the markers; tests check it has not drifted)."""
+eagle_convert.releases.docs`` rewrites the block between the markers; tests check it has not drifted)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from eagle_convert.engines import RELEASES
-from eagle_convert.engines.model import Release
+from eagle_convert.releases import RELEASES
+from eagle_convert.releases.model import Release
 
 BEGIN, END = "<!-- engine tables: begin (generated) -->", "<!-- engine tables: end -->"
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eagle_convert.engines import sglang, vllm
-from eagle_convert.engines.model import (
+from eagle_convert.errors import UsageError
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
+from eagle_convert.releases import sglang, vllm
+from eagle_convert.releases.model import (
     Behaviour,
     Capture,
     Cite,
@@ -24,8 +26,6 @@ from eagle_convert.engines.model import (
     default_hidden_states,
     target_support,
 )
-from eagle_convert.errors import UsageError
-from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
 
 __all__ = [
     "DEFAULT_ENGINES",

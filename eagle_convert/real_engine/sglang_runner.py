@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.engine_level.base import EngineObservation, EngineRequest, run_worker
+from eagle_convert.real_engine.base import EngineObservation, EngineRequest, run_worker
 
-WORKER = "eagle_convert.engine_level.sglang_worker"
+WORKER = "eagle_convert.real_engine.sglang_worker"
 # SGLang's own switch for its CPU platform (the worker sets it too, before SGLang is imported)
 LOAD_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
 

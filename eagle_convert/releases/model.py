@@ -50,7 +50,7 @@ class Capture:
 @dataclass(frozen=True)
 class TargetClasses:
     """The target classes of one release that can capture EAGLE3 aux states (read from its wheel:
-    ``engines/target_classes.py``), and what happens to any other class."""
+    ``releases/target_classes.py``), and what happens to any other class."""
 
     eagle3: Mapping[str, Cite]  # architecture -> where its class gets the capture (the method, or the interface)
     without: frozenset[str] | None  # registered target classes without it; None: every other class lacks it

@@ -1,14 +1,14 @@
 """vLLM's start-up checks and loader, per release: which target classes capture EAGLE3 aux states (``SupportsEagle3``,
-read from the wheels into ``engines/target_classes.py``) and what the draft loaders do with d2t, t2d and fc. Paths
-under ``vllm/``; used by the release records in ``engines/vllm.py``."""
+read from the wheels into ``releases/target_classes.py``) and what the draft loaders do with d2t, t2d and fc. Paths
+under ``vllm/``; used by the release records in ``releases/vllm.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from eagle_convert.engines import target_classes
-from eagle_convert.engines.model import Cite, TargetClasses, TensorFate, ids_at
+from eagle_convert.releases import target_classes
+from eagle_convert.releases.model import Cite, TargetClasses, TensorFate, ids_at
 
 
 def _c(file: str, lines: str) -> Cite:
@@ -33,7 +33,7 @@ REFUSAL = {  # start-up raises RuntimeError("Model does not support EAGLE3 inter
 
 def target_classes_of(version: str, runner: str) -> TargetClasses:
     """The registered target architectures whose class has SupportsEagle3 among its bases, read from the wheel
-    (engines/target_classes.py); an architecture vLLM does not register is served by the Transformers backend,
+    (releases/target_classes.py); an architecture vLLM does not register is served by the Transformers backend,
     whose classes implement it."""
     key = f"vllm {version}"
     return TargetClasses(

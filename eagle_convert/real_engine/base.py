@@ -115,11 +115,11 @@ class EngineRunner(Protocol):
 
 
 def engine_python(explicit: str | Path | None = None, start: Path | None = None, engine: str = "vllm") -> Path:
-    """The engine environment's Python (``engine_level/env.py`` says where it is looked for): ``explicit``, else
+    """The engine environment's Python (``real_engine/env.py`` says where it is looked for): ``explicit``, else
     $EAGLE_CONVERT_ENGINE_PYTHON, else the engine's venv (``.venv-engine`` for vLLM, ``.venv-sglang`` for SGLang) in
     the current directory or the project's own checkout, else the per-user one `eagle-convert engine-env` builds;
     EngineNotInstalledError when none exists."""
-    from eagle_convert.engine_level.env import user_location
+    from eagle_convert.real_engine.env import user_location
 
     chosen = explicit or os.environ.get(ENGINE_PYTHON_ENV)
     if chosen:
@@ -173,7 +173,7 @@ def run_worker(
     if result_path.is_file():
         result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
         if result.get("settings_error"):  # the engine's argument classes refused a setting, before any loading
-            from eagle_convert.engine_level.engine_args import settings_error
+            from eagle_convert.real_engine.engine_args import settings_error
 
             raise settings_error(engine_name, result["settings_error"])
     if returncode != 0 or not result_path.is_file():

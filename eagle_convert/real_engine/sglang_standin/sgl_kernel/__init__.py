@@ -2,7 +2,7 @@
 from it on their CPU path, each a function that records its name in :data:`CALLS` and raises ``NotImplementedError``.
 
 Only the names listed in :data:`IMPORTED` exist, so a feature probe (``hasattr``, ``from sgl_kernel import x``) of
-any other name fails as it would without the package. See ``eagle_convert/engine_level/sglang_standin/__init__.py``.
+any other name fails as it would without the package. See ``eagle_convert/real_engine/sglang_standin/__init__.py``.
 """
 
 from __future__ import annotations

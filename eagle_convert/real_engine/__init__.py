@@ -1,6 +1,6 @@
 """verify's ``engine`` level: the draft run with its target in a real engine, measured by the engine itself.
 
-One interface (:class:`~eagle_convert.engine_level.base.EngineRunner`), one implementation per engine: vLLM
+One interface (:class:`~eagle_convert.real_engine.base.EngineRunner`), one implementation per engine: vLLM
 (``vllm_runner``, tested on the CPU build) and SGLang (``sglang_runner``, GPU only). The engine runs greedy
 speculative decoding on the probe's prompts in a child process of its own environment; this module then matches the
 hidden states the engine fed the draft against the reference target's boundaries, compares what it measured with the
@@ -14,7 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.engine_level.base import (
+from eagle_convert.read.config import IDS_KEY
+from eagle_convert.real_engine.base import (
     EngineObservation,
     EngineRequest,
     EngineRunner,
@@ -24,8 +25,7 @@ from eagle_convert.engine_level.base import (
     engine_python,
     scratch_dir,
 )
-from eagle_convert.engine_level.engine_args import check_engine_args
-from eagle_convert.read.config import IDS_KEY
+from eagle_convert.real_engine.engine_args import check_engine_args
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -57,10 +57,10 @@ MIN_DRAFTS = 20  # ... when the engine drafted at least this often
 
 def _runner(name: str) -> EngineRunner:
     if name == "sglang":
-        from eagle_convert.engine_level.sglang_runner import SglangRunner
+        from eagle_convert.real_engine.sglang_runner import SglangRunner
 
         return SglangRunner()
-    from eagle_convert.engine_level.vllm_runner import VllmRunner
+    from eagle_convert.real_engine.vllm_runner import VllmRunner
 
     return VllmRunner()
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from eagle_convert.engines.model import (
+from eagle_convert.releases.model import (
     IDS_KEY,
     Behaviour,
     Capture,
@@ -28,7 +28,7 @@ from eagle_convert.engines.model import (
     ids_at,
     int_list,
 )
-from eagle_convert.engines.vllm_loading import REFUSE_UNPLACED, TENSOR_LINES, target_classes_of, tensor_fates
+from eagle_convert.releases.vllm_loading import REFUSE_UNPLACED, TENSOR_LINES, target_classes_of, tensor_fates
 
 # How a deployment serves a target with an EAGLE3 draft (the --speculative-config JSON of `vllm serve`); the model
 # card shows it with k = steps draft tokens per cycle.
@@ -485,7 +485,7 @@ def _release(
             Behaviour(
                 "target-classes",
                 f"{len(targets.eagle3)} of its {targets.registered} registered target architectures implement "
-                "SupportsEagle3 (listed in engines/target_classes.py); start-up fails on any other registered one, "
+                "SupportsEagle3 (listed in releases/target_classes.py); start-up fails on any other registered one, "
                 "and an unregistered one is served by the Transformers backend, which implements it",
                 targets.refusal,
             ),

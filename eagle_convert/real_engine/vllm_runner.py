@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.engine_level.base import EngineObservation, EngineRequest, run_worker
+from eagle_convert.real_engine.base import EngineObservation, EngineRequest, run_worker
 
-WORKER = "eagle_convert.engine_level.vllm_worker"
+WORKER = "eagle_convert.real_engine.vllm_worker"
 
 
 THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"

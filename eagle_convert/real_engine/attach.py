@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.engine_level.base import acceptance
 from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.read.redact import redact_url
+from eagle_convert.real_engine.base import acceptance
 
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
 ENGINES = ("vllm", "sglang")
@@ -117,7 +117,7 @@ class AttachedRun:
 
 
 @dataclass(frozen=True)
-class _Server:
+class _Endpoint:
     """The base URL and the key, kept out of every message (``repr`` hides the key)."""
 
     url: str
@@ -307,8 +307,8 @@ def _clip(raw: bytes, token: str | None = None, limit: int = 200) -> str:
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
-def _server(url: str, token: str | None) -> _Server:
-    return _Server(check_url(url), token or None)
+def _connect(url: str, token: str | None) -> _Endpoint:
+    return _Endpoint(check_url(url), token or None)
 
 
 def check_url(url: str) -> str:
@@ -387,10 +387,10 @@ def _per_position(samples: Samples) -> dict[int, float]:
 def detect(url: str, token: str | None = None, timeout: float = 30.0, engine: str | None = None) -> ServerInfo:
     """Which engine serves ``url``, its version, the model and the speculative settings it reports. ``engine``
     ("vllm" / "sglang") skips the detection. AttachError when the server is not reachable or not speculative."""
-    return _detect(_server(url, token), timeout, engine)
+    return _detect(_connect(url, token), timeout, engine)
 
 
-def _detect(server: _Server, timeout: float, engine: str | None) -> ServerInfo:
+def _detect(server: _Endpoint, timeout: float, engine: str | None) -> ServerInfo:
     if engine is not None and engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     info = _optional_json(server, "/server_info", timeout)  # SGLang; vLLM only with VLLM_SERVER_DEV_MODE=1
@@ -409,7 +409,7 @@ def _detect(server: _Server, timeout: float, engine: str | None) -> ServerInfo:
     return found
 
 
-def _optional_json(server: _Server, path: str, timeout: float, text: bool = False) -> Any:
+def _optional_json(server: _Endpoint, path: str, timeout: float, text: bool = False) -> Any:
     """The JSON (``text``: the text) at ``path``, or None when the server answers 404/405 there (an endpoint this
     engine lacks)."""
     try:
@@ -422,7 +422,7 @@ def _optional_json(server: _Server, path: str, timeout: float, text: bool = Fals
         raise
 
 
-def _which_engine(server: _Server, info: Any, metrics: str | None, timeout: float) -> str:
+def _which_engine(server: _Endpoint, info: Any, metrics: str | None, timeout: float) -> str:
     if isinstance(info, dict) and "vllm_config" in info:
         return "vllm"
     if isinstance(info, dict) and "model_path" in info and ("speculative_algorithm" in info or "version" in info):
@@ -440,7 +440,7 @@ def _which_engine(server: _Server, info: Any, metrics: str | None, timeout: floa
     )
 
 
-def _vllm_info(server: _Server, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
+def _vllm_info(server: _Endpoint, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
     version = _optional_json(server, "/version", timeout)
     models = server.json("/v1/models", None, timeout, "before the run")
     try:
@@ -486,7 +486,7 @@ def _vllm_info(server: _Server, info: Any, metrics: str | None, timeout: float) 
     )
 
 
-def _sglang_info(server: _Server, info: Any) -> ServerInfo:
+def _sglang_info(server: _Endpoint, info: Any) -> ServerInfo:
     """SGLang 0.5.23: ``/server_info`` is ``ServerArgs.resolved_dict()`` plus ``version``
     (``srt/entrypoints/http_server.py:863-894``, ``srt/utils/common.py:3584-3593``); the speculative fields are
     ``srt/arg_groups/fields/spec.py:31-66``."""
@@ -509,7 +509,7 @@ def _sglang_info(server: _Server, info: Any) -> ServerInfo:
     )
 
 
-def _count(server: _Server, path: str, what: str, value: Any) -> int:
+def _count(server: _Endpoint, path: str, what: str, value: Any) -> int:
     """A count the server reported: a finite whole number >= 0, else a server fault (never a measurement)."""
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     if number is None or not math.isfinite(number) or number < 0 or number != int(number):
@@ -518,7 +518,7 @@ def _count(server: _Server, path: str, what: str, value: Any) -> int:
 
 
 def _consistent(
-    server: _Server, path: str, drafts: int, draft_tokens: int, accepted: int, positions: list[int]
+    server: _Endpoint, path: str, drafts: int, draft_tokens: int, accepted: int, positions: list[int]
 ) -> None:
     """The run's counters against each other: accepted <= drafted tokens, at least one token per draft, and the
     per-position counts summing to the accepted total, none above the drafts."""
@@ -535,7 +535,7 @@ def _consistent(
         raise _fault(server, path, "; ".join(problems))
 
 
-def _fault(server: _Server, path: str, what: str) -> AttachError:
+def _fault(server: _Endpoint, path: str, what: str) -> AttachError:
     return AttachError(
         f"{server.url}{path} reported impossible numbers: {what} (a server fault: nothing was measured)",
         hint="the server restarted, or something between this tool and the engine rewrites its answers; rerun "
@@ -543,7 +543,7 @@ def _fault(server: _Server, path: str, what: str) -> AttachError:
     )
 
 
-def _missing(server: _Server, path: str, what: str) -> AttachError:
+def _missing(server: _Endpoint, path: str, what: str) -> AttachError:
     return AttachError(
         f"{server.url}{path} answered without {what}",
         hint="this server's answers are not the shapes this eagle-convert was built against (vLLM 0.32, SGLang "
@@ -569,7 +569,7 @@ def run(
     request. ``draft``: the DRAFT directory the served draft is compared with. AttachError on any fault."""
     if concurrency < 1 or new_tokens < 1 or not prompts:
         raise UsageError("--engine-concurrency and the number of new tokens must be at least 1, with a prompt or more")
-    server = _server(url, token)
+    server = _connect(url, token)
     info = _detect(server, timeout, engine)
     identity, note = draft_identity(info.draft_path, draft)
     measure = _run_sglang if info.engine == "sglang" else _run_vllm
@@ -628,7 +628,7 @@ def _send_all(
 
 
 def _run_vllm(
-    server: _Server, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+    server: _Endpoint, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
 ) -> _Counts:
     def send(prompt: list[int]) -> dict[str, Any]:
         body = {
@@ -707,11 +707,11 @@ def _run_vllm(
     )
 
 
-def _scrape(server: _Server, timeout: float, phase: str) -> Samples:
+def _scrape(server: _Endpoint, timeout: float, phase: str) -> Samples:
     return parse_metrics(server.request("/metrics", None, timeout, phase).decode("utf-8", errors="replace"))
 
 
-def _settled(server: _Server, before: Samples, requests: float, timeout: float) -> Samples:
+def _settled(server: _Endpoint, before: Samples, requests: float, timeout: float) -> Samples:
     """The counters after the run, once they count at least ``requests`` more finished requests (vLLM records a
     step's stats just after it sends the step's answers) or SETTLE_S has passed."""
     deadline = time.monotonic() + SETTLE_S
@@ -723,7 +723,7 @@ def _settled(server: _Server, before: Samples, requests: float, timeout: float) 
 
 
 def _run_sglang(
-    server: _Server, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+    server: _Endpoint, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
 ) -> _Counts:
     """SGLang 0.5.23's native ``/generate`` (``srt/entrypoints/http_server.py:928-935``) with ``input_ids``; each
     answer's ``meta_info`` carries this request's speculative counts (``tokenizer_manager.py:3138-3201``):

@@ -1,6 +1,6 @@
 """``verify --engine-url``: the engine level against a server that already serves the target with the draft.
 
-The run itself is :func:`eagle_convert.engine_level.attach.run` (token-id prompts, greedy, the server's own
+The run itself is :func:`eagle_convert.real_engine.attach.run` (token-id prompts, greedy, the server's own
 counters); this module turns it into the report's ``engine_run`` object and the findings: EC726 when the server
 serves another draft, EC727 when other clients' requests moved its counters during the run, EC722 when the measured
 acceptance is below the probe's prediction on the same prompts (only when the numbers are this run's alone).
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.engine_level import attach
-from eagle_convert.engine_level.base import EngineSettings
+from eagle_convert.real_engine import attach
+from eagle_convert.real_engine.base import EngineSettings
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -38,7 +38,7 @@ NOT_OBSERVED = [
 
 
 @dataclass(frozen=True)
-class Server:
+class AttachedServer:
     """Where and how to reach the running server (``--engine-url`` and its options)."""
 
     url: str
@@ -54,7 +54,7 @@ def served_findings(
     target_config: TargetConfig,
     enabled: Callable[[str], bool],
     settings: EngineSettings,
-    server: Server,
+    server: AttachedServer,
     probe: ProbeReport | None,
     *,
     loaded: LoadedDraft | EagleConvertError | None = None,
@@ -63,7 +63,7 @@ def served_findings(
     """Measure the draft on the server; (findings, the report's ``engine_run`` object). ``loaded`` and
     ``reference``: verify's draft and reference target (or why they could not be): the probe's prediction on the
     same prompts comes from them when the target's weights are here."""
-    from eagle_convert.engine_level import BELOW_PROBE_MARGIN, MIN_DRAFTS, engine_prompts, predict
+    from eagle_convert.real_engine import BELOW_PROBE_MARGIN, MIN_DRAFTS, engine_prompts, predict
 
     target = Path(target_config.source).parent
     prompts = engine_prompts(target, settings, target_config)
