@@ -647,7 +647,7 @@ def test_a_servers_run_renders_for_people() -> None:
     from rich.console import Console
 
     from eagle_convert.real_engine.attach import CounterMove, ServerInfo
-    from eagle_convert.real_engine.served import engine_run
+    from eagle_convert.real_engine.record import ServedRun
     from eagle_convert.render.console import render_engine_run
 
     info = ServerInfo("http://127.0.0.1:8000", "vllm", "0.32.0", "t", "/t", True, "eagle3", None, 3, ["/metrics"])
@@ -656,7 +656,7 @@ def test_a_servers_run_renders_for_people() -> None:
         info, 8, 64, 8, [[1] * 64] * 8, 362, 1086, 143, [112, 29, 2], 1.395, [0.309, 0.08, 0.006],
         "vllm /metrics counters, diffed around the run", moved, "unknown", "the server does not say", 7.6,
     )  # fmt: skip
-    run_ = engine_run(attached) | {"probe_not_run": "the target's weights are not here (config only)"}
+    run_ = ServedRun(attached, probe_not_run="the target's weights are not here (config only)")
     out = StringIO()
     render_engine_run(run_, Console(file=out, width=200))
     text = out.getvalue()
@@ -664,3 +664,30 @@ def test_a_servers_run_renders_for_people() -> None:
     assert "1.395 over 362 drafts" in text and "0.309 / 0.080 / 0.006" in text
     assert f"{REQUESTS} moved 11, this run 8" in text and "unknown: the server does not say" in text
     assert "not run: the target's weights are not here (config only)" in text and "not observed" in text
+
+
+def test_engine_url_runs_from_the_core_install_without_torch(
+    fx: Path, sglang: tuple[str, type[_FakeSglang]], tmp_path: Path
+) -> None:
+    """--engine-url where torch is not installed (the core install): the static rules and the server's measurement
+    run, the rules that need tensor values or the reference are skipped naming the install line, and the report
+    says why the probe's prediction did not run; torch is never imported (issue 30)."""
+    from tests.conftest import run_cli_without_torch
+
+    url, handler = sglang
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps(SGLANG_PROMPTS))
+    r = run_cli_without_torch(
+        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine-url-token", handler.key,
+        "--token-ids", str(ids), "--json", "--no-hash",
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    report = json.loads(r.stdout)
+    run_ = report["engine_run"]
+    assert report["level"] == "engine" and run_["runner"] == "attached" and run_["engine"] == "sglang"
+    assert "torch is not installed" in run_["probe_not_run"]
+    assert run_["drafts"] == sum(r[0] for r in SGLANG_REQUESTS)
+    skipped = {c["rule_id"]: c["reason"] for c in report["checks"] if c["outcome"] == "skipped"}
+    assert any("needs torch" in why for why in skipped.values())
+    assert [b["input_ids"] for b in sorted(handler.seen, key=lambda b: b["input_ids"])] == SGLANG_PROMPTS

@@ -18,12 +18,20 @@ import typer
 from eagle_convert.draft.aux_layers import CONVENTIONS
 from eagle_convert.errors import UsageError
 from eagle_convert.normalize.profiles import PROFILES
+from eagle_convert.normalize.request import AUX_AUTO, DEFAULT_PROFILE
 from eagle_convert.read.config import FAMILIES
-from eagle_convert.reference.compute import DEVICES, DTYPE_CHOICES, check_device, check_dtype_choice
+from eagle_convert.real_engine.base import ENGINE_DTYPE_AUTO
+from eagle_convert.reference.compute import (
+    DEFAULT_DEVICE,
+    DEFAULT_DTYPE,
+    DEVICES,
+    DTYPE_CHOICES,
+    REFERENCE_DTYPE_AUTO,
+    check_device,
+    check_dtype_choice,
+)
 from eagle_convert.rules.registry import LEVELS
-from eagle_convert.verify.run import FAIL_LEVELS
-
-AUX_AUTO = "auto"  # normalize --aux-convention auto: measured against the target's hidden states
+from eagle_convert.verify.request import FAIL_LEVELS
 
 
 class OneOf:
@@ -76,44 +84,52 @@ def choices_of(param: Any) -> tuple[str, ...] | None:
     return one_of.choices if isinstance(one_of, OneOf) else None
 
 
-def level_option(help: str) -> Any:
-    return choice(LEVELS, LEVELS[0], "--level", help=help)
+def level_option(help: str, **kwargs: Any) -> Any:
+    return choice(LEVELS, LEVELS[0], "--level", help=help, **kwargs)
 
 
-def fail_level_option(help: str, *, default: bool = True) -> Any:
+def fail_level_option(help: str, *, default: bool = True, **kwargs: Any) -> Any:
     """``--fail-level``; without a default (``None``), the caller falls back to pyproject.toml, then to the first."""
-    return choice(FAIL_LEVELS, FAIL_LEVELS[0] if default else None, "--fail-level", help=help)
+    return choice(FAIL_LEVELS, FAIL_LEVELS[0] if default else None, "--fail-level", help=help, **kwargs)
 
 
-def aux_convention_option(help: str, *, auto: bool = False) -> Any:
-    return choice((*CONVENTIONS, AUX_AUTO) if auto else CONVENTIONS, None, "--aux-convention", help=help)
+def aux_convention_option(help: str, *, auto: bool = False, **kwargs: Any) -> Any:
+    return choice((*CONVENTIONS, AUX_AUTO) if auto else CONVENTIONS, None, "--aux-convention", help=help, **kwargs)
 
 
-def device_option(help: str) -> Any:
+def device_option(help: str, **kwargs: Any) -> Any:
     """``--device auto|cpu|cuda|cuda:N``: what ``compute.resolve`` takes, checked by the library while parsing."""
-    return choice(DEVICES, DEVICES[0], "--device", help=help, one_of=OneOf(DEVICES, check_device))
+    return choice(DEVICES, DEFAULT_DEVICE, "--device", help=help, one_of=OneOf(DEVICES, check_device), **kwargs)
 
 
-def dtype_option(help: str) -> Any:
-    """``--dtype auto|float32|bfloat16|float16`` (default auto: decided against the memory at hand before anything
-    is loaded, reference/budget.py), checked by the library while parsing."""
+def dtype_option(help: str, *, engine_level: bool = True, **kwargs: Any) -> Any:
+    """``--dtype auto|float32|bfloat16|float16``, default ``compute.DEFAULT_DTYPE`` (the reference's auto: decided
+    against the memory at hand before anything is loaded, reference/budget.py), checked by the library while
+    parsing. ``engine_level``: the command also hands it to ``--level engine``, where auto is the engine's own
+    (real_engine/base.py ENGINE_DTYPE_AUTO), and the help says so."""
     return choice(
         DTYPE_CHOICES,
-        DTYPE_CHOICES[0],
+        DEFAULT_DTYPE,
         "--dtype",
-        help=f"{help} {DTYPE_AUTO_HELP}",
+        help=" ".join((help, REFERENCE_DTYPE_AUTO_HELP, *((ENGINE_DTYPE_AUTO_HELP,) if engine_level else ()))),
         one_of=OneOf(DTYPE_CHOICES, check_dtype_choice),
+        **kwargs,
     )
 
 
-DTYPE_AUTO_HELP = (
-    "auto: float32 where it fits the memory at hand and costs little, else the model's own dtype; a run that "
-    "cannot fit stops before loading, saying what would ($EAGLE_CONVERT_MEMORY_LIMIT overrides the memory measured)."
+REFERENCE_DTYPE_AUTO_HELP = (
+    f"{REFERENCE_DTYPE_AUTO} (the reference's auto): float32 where it fits the memory at hand and costs little, else "
+    "the model's own dtype; a run that cannot fit stops before loading, saying what would "
+    "($EAGLE_CONVERT_MEMORY_LIMIT overrides the memory measured)."
+)
+ENGINE_DTYPE_AUTO_HELP = (
+    f"At --level engine, {ENGINE_DTYPE_AUTO} is the engine's auto: float32 on a CPU (exact against the float32 "
+    "reference), the model's own dtype on a GPU."
 )
 
 
 def profile_option(help: str) -> Any:
-    return choice(tuple(PROFILES), next(iter(PROFILES)), "--profile", help=help)
+    return choice(tuple(PROFILES), DEFAULT_PROFILE, "--profile", help=help)
 
 
 def family_option(help: str) -> Any:
@@ -129,9 +145,9 @@ ENGINES_HELP = (
 )
 
 
-def engine_option(help: str = ENGINES_HELP) -> Any:
+def engine_option(help: str = ENGINES_HELP, **kwargs: Any) -> Any:
     """``--engine``; without it the command takes [tool.eagle-convert] engine, then every deployed release."""
-    return typer.Option(None, "--engine", metavar=ENGINES_METAVAR, autocompletion=complete_engines, help=help)
+    return typer.Option(None, "--engine", metavar=ENGINES_METAVAR, autocompletion=complete_engines, help=help, **kwargs)
 
 
 def complete_engines(incomplete: str) -> list[str]:
@@ -203,7 +219,7 @@ class _Color(OneOf):
         return value
 
 
-def quiet_option() -> Any:
+def quiet_option(**kwargs: Any) -> Any:
     return typer.Option(
         False,
         "-q",
@@ -211,10 +227,11 @@ def quiet_option() -> Any:
         callback=_set_quiet,
         expose_value=False,
         help="Print only errors and the verdict or summary line (no tables, no progress).",
+        **kwargs,
     )
 
 
-def verbose_option() -> Any:
+def verbose_option(**kwargs: Any) -> Any:
     return typer.Option(
         False,
         "-v",
@@ -222,10 +239,11 @@ def verbose_option() -> Any:
         callback=_set_verbose,
         expose_value=False,
         help="Print more: every rule's outcome and why a rule did not run (verify), every tensor (inspect).",
+        **kwargs,
     )
 
 
-def color_option() -> Any:
+def color_option(**kwargs: Any) -> Any:
     one_of = _Color(COLORS)
     return typer.Option(
         COLORS[0],
@@ -236,4 +254,5 @@ def color_option() -> Any:
         expose_value=False,
         help="Colour in human output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always "
         "or never.",
+        **kwargs,
     )

@@ -37,7 +37,13 @@ from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.rules.registry import LEVELS
-from eagle_convert.verify.run import ORACLES
+from eagle_convert.verify.request import (
+    DEFAULT_FAIL_LEVEL,
+    ENGINE_NEW_TOKENS,
+    ORACLES,
+    SERVER_CONCURRENCY,
+    SERVER_TIMEOUT,
+)
 
 if TYPE_CHECKING:
     from eagle_convert.real_engine.served import AttachedServer
@@ -69,6 +75,15 @@ def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) 
     return cli if cli is not None else str(settings.get(key, default))
 
 
+# verify -h: its options in panels (drawn by cli/formatting.py, as the help stays plain)
+CHECKS = "What to check"
+OUTPUT_PANEL = "Output"
+PROBE = "Probe (--level forward, target)"
+ENGINE = "Engine (--level engine)"
+SERVER = "Server (--engine-url: the engine level on a running server)"
+HUB = "Hub"
+
+
 def verify(
     paths: list[Path] = typer.Argument(
         ...,
@@ -79,38 +94,61 @@ def verify(
         show_default=False,
     ),
     target: Path | None = typer.Option(
-        None, "--target", metavar="PATH", help="Target model directory or config.json (N, family, rope, positions)."
+        None,
+        "--target",
+        metavar="PATH",
+        help="Target model directory or config.json (N, family, rope, positions).",
+        rich_help_panel=CHECKS,
     ),
     engine: str | None = engine_option(
-        f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM."
+        f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
+        rich_help_panel=CHECKS,
     ),
     level: str = level_option(
         "static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
-        "engine: also the draft in a real engine (`eagle-convert engine-env` builds one)."
+        "engine: also the draft in a real engine (`eagle-convert engine-env` builds one).",
+        rich_help_panel=CHECKS,
     ),
     strict: bool = typer.Option(
-        False, "--strict", help="Ambiguous aux-id convention, missing ids and pickle are errors."
+        False,
+        "--strict",
+        help="Ambiguous aux-id convention, missing ids and pickle are errors.",
+        rich_help_panel=CHECKS,
     ),
-    fail_level: str | None = fail_level_option("Lowest severity that fails [error].", default=False),
+    fail_level: str | None = fail_level_option(
+        "Lowest severity that fails [error].", default=False, rich_help_panel=CHECKS
+    ),
     select: str | None = typer.Option(
-        None, "--select", metavar="RULES", help="Only these rules (ids or prefixes, comma-separated)."
+        None,
+        "--select",
+        metavar="RULES",
+        help="Only these rules (ids or prefixes, comma-separated).",
+        rich_help_panel=CHECKS,
     ),
-    ignore: str | None = typer.Option(None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes)."),
+    ignore: str | None = typer.Option(
+        None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes).", rich_help_panel=CHECKS
+    ),
     output_format: str = choice(
         tuple(RENDERERS),
         next(iter(RENDERERS)),
         "--format",
         help="Report format (concise: one greppable line per finding on stdout, as ruff's).",
+        rich_help_panel=OUTPUT_PANEL,
     ),
-    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json.", rich_help_panel=OUTPUT_PANEL),
     output: Path | None = typer.Option(
         None,
         "--output",
         metavar="FILE",
         help="Write the report to FILE instead of stdout (human format: the JSON report).",
+        rich_help_panel=OUTPUT_PANEL,
     ),
-    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings fail the gate."),
-    no_hash: bool = typer.Option(False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files."),
+    exit_zero: bool = typer.Option(
+        False, "--exit-zero", help="Exit 0 even when findings fail the gate.", rich_help_panel=OUTPUT_PANEL
+    ),
+    no_hash: bool = typer.Option(
+        False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files.", rich_help_panel=OUTPUT_PANEL
+    ),
     token_ids: Path | None = typer.Option(
         None,
         "--token-ids",
@@ -118,6 +156,7 @@ def verify(
         help="--level target: a JSON list "
         "of token-id lists to probe with (default: the target's own "
         "continuations of varied prompts through its chat template, see --probe-text).",
+        rich_help_panel=PROBE,
     ),
     reference_hidden_states: Path | None = typer.Option(
         None,
@@ -125,6 +164,7 @@ def verify(
         metavar="FILE",
         help="--level target: a safetensors file of aux states saved by a trainer or engine (token_ids [T], "
         "hidden_states [K, T, Ht]); reports which target boundaries they are.",
+        rich_help_panel=PROBE,
     ),
     oracle: str | None = choice(
         ORACLES,
@@ -132,6 +172,7 @@ def verify(
         "--oracle",
         help="--level target: also check the reference target (transformers' model with its weights streamed from "
         "the checkpoint) against this implementation loaded whole in memory (transformers' from_pretrained).",
+        rich_help_panel=PROBE,
     ),
     prompts: Path | None = typer.Option(
         None,
@@ -139,9 +180,10 @@ def verify(
         metavar="FILE",
         help="--level target: text prompts, one per line, tokenized with the "
         "target's tokenizer.json and continued by the target.",
+        rich_help_panel=PROBE,
     ),
     probe_steps: int = typer.Option(
-        PROBE_STEPS, "--probe-steps", min=1, max=16, help="--level target: draft chain length."
+        PROBE_STEPS, "--probe-steps", min=1, max=16, help="--level target: draft chain length.", rich_help_panel=PROBE
     ),
     probe_text: str = choice(
         PROBE_TEXTS,
@@ -149,6 +191,7 @@ def verify(
         "--probe-text",
         help="--level target without --token-ids: the target's own continuations of the prompts, greedy "
         "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
+        rich_help_panel=PROBE,
     ),
     probe_positions: int = typer.Option(
         PROBE_POSITIONS,
@@ -156,20 +199,29 @@ def verify(
         min=16,
         help="--level target: positions to score at least; while a comparison is undecided, more "
         "text up to 4 times as many.",
+        rich_help_panel=PROBE,
     ),
     device: str = device_option(
-        "--level forward/target: where the reference models run (auto: the GPU when torch sees one)."
+        "--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
+        rich_help_panel=PROBE,
     ),
-    dtype: str = dtype_option("--level forward/target: compute precision."),
+    dtype: str = dtype_option("--level forward/target: compute precision.", rich_help_panel=PROBE),
     engine_python: Path | None = typer.Option(
         None,
         "--engine-python",
         metavar="PATH",
-        help="--level engine: the Python of the engine environment "
-        "(default: $EAGLE_CONVERT_ENGINE_PYTHON, else .venv-engine/bin/python).",
+        help="--level engine: the Python of the engine environment (default: $EAGLE_CONVERT_ENGINE_PYTHON, else "
+        "the venv in the current directory, .venv-engine or .venv-sglang, else the one `eagle-convert engine-env` "
+        "builds).",
+        rich_help_panel=ENGINE,
     ),
     engine_tokens: int = typer.Option(
-        64, "--engine-tokens", min=1, max=4096, help="--level engine: new tokens the engine generates per prompt."
+        ENGINE_NEW_TOKENS,
+        "--engine-tokens",
+        min=1,
+        max=4096,
+        help="--level engine: new tokens the engine generates per prompt.",
+        rich_help_panel=ENGINE,
     ),
     engine_arg: list[str] | None = typer.Option(
         None,
@@ -179,6 +231,7 @@ def verify(
         "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
         "by the engine before it loads anything.",
         show_default=False,
+        rich_help_panel=ENGINE,
     ),
     engine_config: Path | None = typer.Option(
         None,
@@ -186,6 +239,7 @@ def verify(
         metavar="FILE",
         help="--level engine: engine settings as one JSON (.json) or YAML mapping, the same keys as --engine-arg, "
         "which wins over it.",
+        rich_help_panel=ENGINE,
     ),
     engine_url: str | None = typer.Option(
         None,
@@ -194,84 +248,102 @@ def verify(
         help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server "
         "or SGLang's, detected; --engine vllm|sglang forces one): the engine level without starting an engine, so "
         "--target needs only its config. Implies --level engine.",
+        rich_help_panel=SERVER,
     ),
     engine_url_token: str | None = typer.Option(
         None,
         "--engine-url-token",
         metavar="KEY",
         help="--engine-url: the server's API key (default: $EAGLE_CONVERT_ENGINE_URL_TOKEN); never printed.",
+        rich_help_panel=SERVER,
     ),
     engine_concurrency: int = typer.Option(
-        8, "--engine-concurrency", min=1, max=1024, help="--engine-url: requests in flight at most."
+        SERVER_CONCURRENCY,
+        "--engine-concurrency",
+        min=1,
+        max=1024,
+        help="--engine-url: requests in flight at most.",
+        rich_help_panel=SERVER,
     ),
     engine_timeout: float = typer.Option(
-        300.0, "--engine-timeout", min=1.0, metavar="SECONDS", help="--engine-url: seconds one request may take."
+        SERVER_TIMEOUT,
+        "--engine-timeout",
+        min=1.0,
+        metavar="SECONDS",
+        help="--engine-url: seconds one request may take.",
+        rich_help_panel=SERVER,
     ),
     token: str | None = typer.Option(
-        None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
+        None,
+        "--token",
+        help="Hub token for private repos (default: HF_TOKEN or the login); never printed.",
+        rich_help_panel=HUB,
     ),
     aux_convention: str | None = aux_convention_option(
-        "Declare what the aux-layer ids mean (as the trainer used them), as inspect."
+        "Declare what the aux-layer ids mean (as the trainer used them), as inspect.", rich_help_panel=CHECKS
     ),
-    _quiet: bool = quiet_option(),
-    _verbose: bool = verbose_option(),
-    _color: str = color_option(),
+    _quiet: bool = quiet_option(rich_help_panel=OUTPUT_PANEL),
+    _verbose: bool = verbose_option(rich_help_panel=OUTPUT_PANEL),
+    _color: str = color_option(rich_help_panel=OUTPUT_PANEL),
 ) -> None:
     """Check drafts before deployment: every rule, a report for people or CI, and an exit code.
 
     Several paths are verified in turn and each is reported; the exit code is the worst (2, then 1, then 3, then 0).
     Machine formats then cover them all: json is a JSON array of the reports, in the order given
-    (eagle_convert/schemas/verify-reports.schema.json; one path still writes one report object), sarif one run with
+    (verify-reports.schema.json; one path still writes one report object), sarif one run with
     each checkpoint under its own uri base id (CHECKPOINT1, CHECKPOINT2, ...), junit one testsuite per checkpoint,
     github and concise the lines of each in turn.
     """
-    from eagle_convert.probe.text import read_prompts, read_token_ids
-    from eagle_convert.real_engine import EngineSettings
-    from eagle_convert.real_engine.engine_args import check_engine_args, engine_args
-    from eagle_convert.releases import engine_level_engine, resolve_engines
-    from eagle_convert.render.console import progress_bar, render_error, render_verify, stderr_console, steps_bar
+    from eagle_convert.render.console import progress_bar, render_error, render_verify, stdout_console, steps_bar
     from eagle_convert.render.escape import one_line
-    from eagle_convert.verify.run import load_settings, verify_checkpoint
+    from eagle_convert.verify.request import (
+        ComputeRequest,
+        InProcessEngine,
+        ProbeRequest,
+        VerifyRequest,
+        rule_items,
+    )
+    from eagle_convert.verify.run import Hooks, load_settings, verify_checkpoint
 
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
     server = _attached_server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
-    if server is not None:
-        if level not in (LEVELS[0], "engine"):
-            raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
-        level = "engine"
-    _probe_options_need_the_target_level(
-        level,
-        {
-            "--token-ids": token_ids is not None,
-            "--prompts": prompts is not None,
-            "--reference-hidden-states": reference_hidden_states is not None,
-            "--oracle": oracle is not None,
-            "--probe-steps": probe_steps != PROBE_STEPS,
-            "--probe-text": probe_text != PROBE_TEXTS[0],
-            "--probe-positions": probe_positions != PROBE_POSITIONS,
-        },
-    )
-    ids = read_token_ids(token_ids) if token_ids else None  # read once, before any checkpoint is opened
-    if prompts is not None and token_ids is None:
-        read_prompts(prompts)  # a missing or empty file is the user's mistake: exit 2 before any work
-    settings = load_settings(Path.cwd())
-    chosen_engine = chosen_engines(engine, settings)
-    chosen_fail = _setting(fail_level, settings, "fail-level", "error")
-    checkpoints = checkpoint_paths(paths)
-    engine_settings = EngineSettings(
-        python=engine_python, new_tokens=engine_tokens, engine_args=engine_args(engine_arg or (), engine_config)
-    )
-    if server is not None and (engine_settings.engine_args or engine_config is not None or engine_python):
+    if server is not None and (engine_arg or engine_config is not None or engine_python is not None):
         raise UsageError(
             "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
             "--engine-url the server runs with its own settings"
         )
-    if engine_settings.engine_args or engine_config is not None:  # refused keys: before the probe's long work
-        if level != "engine":
-            raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
-        check_engine_args(engine_level_engine(resolve_engines(chosen_engine)), engine_settings.engine_args)
+    settings = load_settings(Path.cwd())
+    request = VerifyRequest(
+        target=target,
+        engine=chosen_engines(engine, settings),
+        level=level,
+        strict=strict,
+        fail_level=_setting(fail_level, settings, "fail-level", DEFAULT_FAIL_LEVEL),
+        select=rule_items(select if select is not None else settings.get("select")),
+        ignore=rule_items(ignore if ignore is not None else settings.get("ignore")),
+        compute_hashes=not no_hash,
+        hub_token=token,
+        aux_convention=aux_convention,
+        probe=ProbeRequest(
+            token_ids_file=token_ids,
+            prompts=prompts,
+            text=probe_text,
+            steps=probe_steps,
+            positions=probe_positions,
+            reference_hidden_states=reference_hidden_states,
+            oracle=oracle,
+        ),
+        compute=ComputeRequest(device, dtype),
+        engine_run=server or InProcessEngine(engine_python, engine_tokens, tuple(engine_arg or ()), engine_config),
+    )
+    checked = request.validate()  # every usage error, before any checkpoint is opened
+    checkpoints = checkpoint_paths(paths)
+    for path in checkpoints:
+        checked.check_source(path)
+    level = checked.level
+    chosen_engine, chosen_fail = request.engine, request.fail_level
     if output is not None:
         inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
         from eagle_convert.read.output_place import check_output_place
@@ -286,33 +358,8 @@ def verify(
                     enabled=not no_hash and not OUTPUT.quiet, label="hashing", total=_local_bytes(path)
                 ) as advance,
             ):
-                report = verify_checkpoint(
-                    str(path),
-                    target=target,
-                    engine=chosen_engine,
-                    level=level,
-                    strict=strict,
-                    fail_level=chosen_fail,
-                    select=select if select is not None else settings.get("select"),
-                    ignore=ignore if ignore is not None else settings.get("ignore"),
-                    compute_hashes=not no_hash,
-                    progress=advance,
-                    token=token,
-                    token_ids=ids,
-                    prompts=prompts,
-                    probe_steps=probe_steps,
-                    probe_text=probe_text,
-                    reference_hidden_states=reference_hidden_states,
-                    oracle=oracle,
-                    device=device,
-                    dtype=dtype,
-                    probe_progress=steps,
-                    aux_convention=aux_convention,
-                    engine_settings=engine_settings,
-                    probe_positions=probe_positions,
-                    engine_server=server,
-                    notice=None if OUTPUT.quiet else _notice,
-                )
+                hooks = Hooks(advance, steps, None if OUTPUT.quiet else _notice)
+                report = verify_checkpoint(str(path), checked, hooks)
         except EagleConvertError as exc:
             if len(checkpoints) == 1:  # one path: the report, then the error rendered once by main(), as ever
                 _emit(_failed(str(path), level, chosen_engine, chosen_fail, exc), fmt, output)
@@ -325,30 +372,22 @@ def verify(
         _emit(reports[0], fmt, output)
     else:
         _emit_many(reports, fmt, output)
+    # the human report on stdout, as every command's (`verify D | less`); errors stay on stderr
     for n, (report, error) in enumerate(runs):
         if len(runs) > 1 and fmt == "human" and not OUTPUT.quiet:
-            sys.stderr.write(f"{chr(10) if n else ''}== {one_line(report.path)}\n")
+            sys.stdout.write(f"{chr(10) if n else ''}== {one_line(report.path)}\n")
         if error is not None:
+            sys.stdout.flush()  # the error after the header of its checkpoint, where both streams are one terminal
             render_error(error.message, error.hint)
         elif fmt == "human":
-            render_verify(report, stderr_console(), verbosity=OUTPUT.verbosity)
-    if len(runs) > 1:  # the verdict over them all (printed with -q too)
+            render_verify(report, stdout_console(), verbosity=OUTPUT.verbosity)
+    if len(runs) > 1:  # the verdict over them all (printed with -q too): with the human report, else beside it
         tally = {s: sum(r.status == s for r in reports) for s in ("pass", "fail", "error")}
-        sys.stderr.write(
+        (sys.stdout if fmt == "human" else sys.stderr).write(
             f"{len(runs)} checkpoints: {tally['pass']} passed, {tally['fail']} failed, "
             f"{tally['error']} could not be verified\n"
         )
     raise typer.Exit(_worst_exit(runs, exit_zero))
-
-
-def _probe_options_need_the_target_level(level: str, given: dict[str, bool]) -> None:
-    """Probe options at a level that runs no probe would be silently ignored: a usage error naming them."""
-    named = [name for name, present in given.items() if present]
-    if named and LEVELS.index(level) < LEVELS.index("target"):
-        raise UsageError(
-            f"{', '.join(named)} {'sets' if len(named) == 1 else 'set'} the probe, which --level {level} does not run",
-            hint="add --level target (or engine), or leave the probe options out",
-        )
 
 
 def _notice(line: str) -> None:
@@ -364,7 +403,7 @@ def _attached_server(
     from eagle_convert.real_engine.served import AttachedServer
 
     if url is None:
-        for name, given in (("--engine-url-token", token), ("--engine-concurrency", concurrency != 8)):
+        for name, given in (("--engine-url-token", token), ("--engine-concurrency", concurrency != SERVER_CONCURRENCY)):
             if given:
                 raise UsageError(f"{name} goes with --engine-url")
         return None
@@ -383,10 +422,9 @@ def checkpoint_paths(paths: list[Path]) -> list[Path]:
 
 
 def _failed(path: str, level: str, engine: str, fail_level: str, exc: EagleConvertError) -> VerifyReport:
-    from eagle_convert.verify.report import VerifyReport
+    from eagle_convert.verify.report import ReportError, VerifyReport
 
-    error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-    return VerifyReport(path, level, engine, fail_level, "error", error=error)
+    return VerifyReport(path, level, engine, fail_level, "error", error=ReportError.of(exc))
 
 
 # Several checkpoints: the exit code of the worst run (an error, then failed findings, then nothing to check).
@@ -416,6 +454,7 @@ def _local_bytes(path: Path) -> int | None:
 def _emit(report: VerifyReport, fmt: str, output: Path | None) -> None:
     """Machine formats with plain writes (never through rich); GitHub annotations and step summary when in Actions."""
     from eagle_convert.render import formats as rf
+    from eagle_convert.render.json_output import stdout_indent
 
     render = RENDERERS[fmt]
     if output is not None:
@@ -423,7 +462,7 @@ def _emit(report: VerifyReport, fmt: str, output: Path | None) -> None:
 
         write_text_atomic(output, render(report))
     elif fmt == "json":  # as every command's --json: indented at a terminal, one line into a pipe or a file
-        sys.stdout.write(rf.to_json(report, indent=2 if sys.stdout.isatty() else None))
+        sys.stdout.write(rf.to_json(report, indent=stdout_indent()))
     elif fmt != "human":
         sys.stdout.write(render(report))
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
@@ -440,9 +479,10 @@ def _emit_many(reports: list[VerifyReport], fmt: str, output: Path | None) -> No
     section per checkpoint when in Actions."""
     from eagle_convert.render import combined
     from eagle_convert.render import formats as rf
+    from eagle_convert.render.json_output import stdout_indent
 
-    piped_json = fmt == "json" and output is None and not sys.stdout.isatty()
-    text = combined.to_json(reports, indent=None) if piped_json else combined.RENDERERS[fmt](reports)
+    to_stdout = fmt == "json" and output is None  # as every command's --json: one line into a pipe or a file
+    text = combined.to_json(reports, indent=stdout_indent()) if to_stdout else combined.RENDERERS[fmt](reports)
     if output is not None:
         from eagle_convert.normalize.writer import write_text_atomic
 
@@ -458,4 +498,15 @@ def _emit_many(reports: list[VerifyReport], fmt: str, output: Path | None) -> No
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify")(verify)
+    app.command("verify", help=_help())(verify)
+
+
+def _help() -> str:
+    """verify's help: its docstring, then where its JSON schemas are, as a URL (an installed wheel has no
+    repository paths)."""
+    from inspect import cleandoc
+
+    from eagle_convert.cli.formatting import url_paragraph
+    from eagle_convert.version import SCHEMAS_URL
+
+    return cleandoc(verify.__doc__ or "") + "\n\nThe JSON schemas of the reports:" + url_paragraph(SCHEMAS_URL)

@@ -21,7 +21,6 @@ from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
     open_checkpoint,
 )
-from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_pull import PullReport, TransferFile, pull_checkpoint, repo_ref
 from eagle_convert.read.hub_store import (
     hf_client,
@@ -31,9 +30,10 @@ from eagle_convert.read.hub_store import (
     translate_error,
 )
 from eagle_convert.read.redact import printable, redact
-from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
+from eagle_convert.releases import resolve_engines
 from eagle_convert.verify.report import VerifyReport
-from eagle_convert.verify.run import FAIL_LEVELS, checkpoint_files, verify_checkpoint
+from eagle_convert.verify.request import FAIL_LEVELS, VerifyRequest
+from eagle_convert.verify.run import checkpoint_files, verify_checkpoint
 from eagle_convert.version import __version__
 
 CARD_NAME = "README.md"
@@ -86,30 +86,33 @@ class PushReport:
 def push_checkpoint(
     directory: str | Path,
     ref: str,
+    request: VerifyRequest | None = None,
     *,
-    target: str | Path | None = None,
     base_model: str | None = None,
-    engine: str = DEFAULT_ENGINES,
-    level: str = "static",
-    fail_level: str = "error",
-    strict: bool = False,
     create_pr: bool = False,
     private: bool = False,
     dry_run: bool = False,
     force: bool = False,
     token: str | None = None,
     message: str | None = None,
+    **options: Any,
 ) -> PushReport:
-    """Verify ``directory``; if it passes, publish it with its card and report as one commit of ``ref``."""
+    """Verify ``directory`` with ``request`` (verify's own request; ``options``: its options flat instead, as
+    ``VerifyRequest.build`` takes them); if it passes, publish it with its card and report as one commit of ``ref``."""
+    if request is None:
+        request = VerifyRequest.build(**options)
+    elif options:
+        raise TypeError("push_checkpoint takes a request or options, not both")
+    checked = request.validate()  # every usage error before any work
+    target, engine, level = request.target, request.engine, checked.level
+    fail_level, strict = request.fail_level, request.strict
     repo_id, revision = repo_ref(ref)
     if revision is not None:
         raise UsageError("push writes to the main branch (or a PR with --create-pr); drop the @revision")
     directory = Path(directory)
     endpoint = None if dry_run else hub_endpoint()  # a password in HF_ENDPOINT is refused before any work
     remember_token(token)
-    report = verify_checkpoint(
-        directory, target=target, engine=engine, level=level, fail_level=fail_level, strict=strict
-    )
+    report = verify_checkpoint(directory, checked)
     if report.status != "pass":
         s = report.summary()
         again = verify_command(
@@ -127,7 +130,7 @@ def push_checkpoint(
             hint=f"run `{again}` to see the findings; fix them (often: `eagle-convert normalize`)",
         )
     ckpt = open_checkpoint(directory)
-    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    target_cfg = checked.target_config
     card = render_card(repo_id, detect(ckpt, target_cfg), report, target_cfg, base_model)
     from eagle_convert.render.formats import to_json
 

@@ -10,7 +10,7 @@ probe's prediction, and turns the differences into findings.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +20,19 @@ from eagle_convert.real_engine.base import (
     EngineRequest,
     EngineRunner,
     EngineSettings,
-    acceptance,
     engine_dtype,
     engine_python,
     scratch_dir,
 )
 from eagle_convert.real_engine.engine_args import check_engine_args
+from eagle_convert.real_engine.record import (
+    UNLOADED_BY_DESIGN,
+    EngineRun,
+    InProcessRun,
+    LoadOnlyRun,
+    ServedRun,
+    dropped_tensors,
+)
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -40,9 +47,15 @@ if TYPE_CHECKING:  # torch stays unimported until an engine run needs the refere
 
 __all__ = [
     "RUNNERS",
+    "UNLOADED_BY_DESIGN",
     "EngineObservation",
     "EngineRequest",
+    "EngineRun",
     "EngineSettings",
+    "InProcessRun",
+    "LoadOnlyRun",
+    "ServedRun",
+    "dropped_tensors",
     "engine_findings",
     "engine_prompts",
     "engine_python",
@@ -51,6 +64,7 @@ __all__ = [
     "observe",
 ]
 
+REFUSED_RULE = "EC728"  # the engine refused to load the draft while the target alone starts
 BELOW_PROBE_MARGIN = 0.15  # measured acceptance length this far below the probe's configured reading is a finding
 MIN_DRAFTS = 20  # ... when the engine drafted at least this often
 
@@ -98,12 +112,12 @@ def engine_prompts(target: Path, settings: EngineSettings, config: TargetConfig 
     target's config as already read (else read here)."""
     if settings.token_ids is not None:
         return [list(p) for p in settings.token_ids]
-    from eagle_convert.probe.text import prompt_pool, read_prompts
+    from eagle_convert.probe.text import prompt_pool
     from eagle_convert.read.config import TargetConfig
 
     vocab = (config or TargetConfig.from_path(target)).vocab_size or 2
     if settings.prompts is not None:
-        return prompt_pool(target, vocab, read_prompts(settings.prompts))
+        return prompt_pool(target, vocab, list(settings.prompts))
     return prompt_pool(target, vocab)[:DEFAULT_ENGINE_PROMPTS]
 
 
@@ -151,63 +165,23 @@ def engine_run(
     observation: EngineObservation,
     compute: Compute | None = None,
     reference: Target | EagleConvertError | None = None,
-) -> dict[str, Any]:
-    """The report's ``engine_run`` object for one observation (eagle_convert/schemas/verify-report.schema.json)."""
-    measured = observation.not_measured is None
-    mean, per_position = acceptance(observation.drafts, observation.accepted_tokens, observation.accepted_per_position)
+    *,
+    probe_acceptance_length: float | None = None,
+    probe_same_text: bool | None = None,
+) -> LoadOnlyRun | InProcessRun:
+    """The report's ``engine_run`` record for one observation: load-only when nothing was decoded (``not_measured``
+    or ``refused``), else the in-process run with the probe's prediction on it."""
     (matches,) = fed_hidden_states(target, [observation], compute, reference)
+    states: list[int] | None
     if matches:
         states, states_from = [m["boundary"] for m in matches], "fed"
-    elif observation.captured_layers is not None and not measured:
+    elif observation.captured_layers is not None and observation.not_measured is not None:
         states, states_from = list(observation.captured_layers), "captured"
     else:
         states, states_from = None, None
-    baseline = observation.baseline_outputs
-    return {
-        "engine": observation.engine,
-        "version": observation.version,
-        "runner": observation.runner,
-        "acceptance_measured": measured,
-        "not_measured": observation.not_measured,
-        "prompts": len(observation.outputs),
-        "tokens": sum(len(o) for o in observation.outputs),
-        "drafts": observation.drafts if measured else None,
-        "draft_tokens": observation.draft_tokens if measured else None,
-        "accepted_tokens": observation.accepted_tokens if measured else None,
-        "mean_acceptance_length": round(mean, 4) if measured else None,
-        "acceptance_per_position": [round(r, 4) for r in per_position],
-        "lossless": None if baseline is None else baseline == observation.outputs,
-        "requested_layers": observation.requested_layers,
-        "hidden_states": states,
-        "hidden_states_from": states_from,
-        "hidden_state_matches": matches,
-        "flags": observation.flags,
-        "target_class": observation.target_class,
-        "built_draft": observation.built,
-        "tensors": observation.tensors,
-        "dropped_tensors": dropped_tensors(observation),
-        "load_s": observation.load_s,
-        "generate_s": observation.generate_s,
-        "peak_rss_mib": observation.peak_rss_mib,
-        "settings": observation.settings,
-        "not_observed": list(observation.not_observed),
-    }
-
-
-# file tensors no engine loads into a parameter by design: the target-to-draft vocabulary mask (SGLang skips it,
-# its draft reads only d2t as hot_token_id)
-UNLOADED_BY_DESIGN = ("t2d",)
-
-
-def dropped_tensors(observation: EngineObservation) -> list[str] | None:
-    """The draft's file tensors the engine loaded into no parameter (None: placement was not observed)."""
-    if observation.tensors is None:
-        return None
-    return sorted(
-        name
-        for name, where in observation.tensors.items()
-        if where.get("param") is None and name.rsplit(".", 1)[-1] not in UNLOADED_BY_DESIGN
-    )
+    if observation.not_measured is not None or observation.refused is not None:
+        return LoadOnlyRun(observation, states, states_from, matches)
+    return InProcessRun(observation, states, states_from, matches, probe_acceptance_length, probe_same_text)
 
 
 def engine_findings(
@@ -221,24 +195,36 @@ def engine_findings(
     *,
     loaded: LoadedDraft | EagleConvertError | None = None,
     reference: Target | EagleConvertError | None = None,
-) -> tuple[list[Finding], dict[str, Any]]:
-    """Run the draft in the engine; (findings, the report's ``engine_run`` object). ``compute`` is where the
-    reference target runs to identify the fed hidden states; ``probe`` is the target level's report. ``loaded`` and
-    ``reference``: the draft and the reference target verify already loaded (or why they could not be); without
-    them the prediction and the matching read ``draft`` and ``target`` themselves."""
+) -> tuple[list[Finding], LoadOnlyRun | InProcessRun]:
+    """Run the draft in the engine; (findings, the report's ``engine_run`` record). An engine that refuses the draft
+    while the target alone starts gives EC728 with the engine's own message (exit 1, not "could not verify").
+    ``compute`` is where the reference target runs to identify the fed hidden states; ``probe`` is the target
+    level's report. ``loaded`` and ``reference``: the draft and the reference target verify already loaded (or why
+    they could not be); without them the prediction and the matching read ``draft`` and ``target`` themselves."""
     config = reference.config if reference is not None and not isinstance(reference, BaseException) else None
     prompts = engine_prompts(target, settings, config)
     with scratch_dir() as tmp:
         (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
         run = engine_run(target, observation, compute, reference)
     out: list[Finding] = []
-    trained, fed = _trained(spec, probe), run["hidden_states"]
+    who = f"{observation.engine} {observation.version}"
+    if observation.refused is not None:  # the target alone starts: the engine refused this draft (or its config)
+        if enabled(REFUSED_RULE):
+            out.append(
+                finding(
+                    REFUSED_RULE,
+                    f"{who} refused to load the draft with this target: {observation.refused}",
+                    actual=observation.refused,
+                )
+            )
+        return out, run
+    trained, fed = _trained(spec, probe), run.hidden_states
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
-        does = "fed the draft" if run["hidden_states_from"] == "fed" else "captures for the draft"
+        does = "fed the draft" if run.hidden_states_from == "fed" else "captures for the draft"
         out.append(
             finding(
                 "EC721",
-                f"{run['engine']} {run['version']} {does} the target's hs{fed}, but its weights were trained "
+                f"{who} {does} the target's hs{fed}, but its weights were trained "
                 f"on hs{trained}: the engine reads this config differently from the trainer",
                 file="config.json",
                 pointer=f"/{IDS_KEY}",
@@ -247,27 +233,29 @@ def engine_findings(
             )
         )
     out += built_findings(spec, observation, enabled)
-    if observation.not_measured is not None:  # loaded, not decoded: nothing to compare acceptance or text with
-        run["probe_acceptance_length"] = run["probe_same_text"] = None
+    if not isinstance(run, InProcessRun):  # loaded, not decoded: nothing to compare acceptance or text with
         return out, run
     same_text = predict(draft, target, prompts, settings, compute, loaded, reference)
-    run["probe_acceptance_length"] = same_text.acceptance_length if same_text else None
-    run["probe_same_text"] = same_text.outputs == observation.outputs if same_text else None
-    predicted = run["probe_acceptance_length"]
+    run = replace(
+        run,
+        probe_acceptance_length=same_text.acceptance_length if same_text else None,
+        probe_same_text=same_text.outputs == observation.outputs if same_text else None,
+    )
+    predicted = run.probe_acceptance_length
     where = "on the same text"
     if predicted is None:
         predicted, where = _probe_prediction(probe), "on its own text"
-    measured = run["mean_acceptance_length"]
+    measured = run.mean_acceptance_length
     if (
         predicted is not None
-        and run["drafts"] >= MIN_DRAFTS
+        and run.drafts >= MIN_DRAFTS
         and measured < predicted - BELOW_PROBE_MARGIN
         and enabled("EC722")
     ):
         out.append(
             finding(
                 "EC722",
-                f"{run['engine']} measured a mean acceptance length of {measured:.2f} over {run['drafts']} drafts; the "
+                f"{run.engine} measured a mean acceptance length of {measured:.2f} over {run.drafts} drafts; the "
                 f"probe predicts {predicted:.2f} for the configured reading {where}: the engine runs the draft "
                 "differently from the reference",
                 expected=predicted,
@@ -280,7 +268,7 @@ def engine_findings(
         out.append(
             finding(
                 "EC723",
-                f"{run['engine']} {run['version']} with the draft generated other greedy text than the target alone on "
+                f"{who} with the draft generated other greedy text than the target alone on "
                 f"{len(changed)} of {len(observation.outputs)} prompts (first difference: {first})",
                 expected=len(observation.outputs),
                 actual=len(observation.outputs) - len(changed),

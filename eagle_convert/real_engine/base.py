@@ -27,6 +27,12 @@ DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
 DEFAULT_ENGINE_VENV = ".venv-engine"
 ENGINE_VENVS = {"vllm": DEFAULT_ENGINE_VENV, "sglang": ".venv-sglang"}  # `scripts/engine-env [--sglang]` builds them
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory that holds eagle_convert/
+# --dtype auto at --level engine: the engine's auto, float32 on a CPU (exact against the float32 reference) and the
+# model's own dtype elsewhere (:func:`engine_dtype`). Not the reference's auto (reference/compute.py
+# REFERENCE_DTYPE_AUTO), which the same word asks of the reference models.
+ENGINE_DTYPE_AUTO = "auto"
+DEFAULT_ENGINE_DTYPE = ENGINE_DTYPE_AUTO  # the engine level's one default dtype
+DEFAULT_ENGINE_DEVICE = "cpu"
 
 
 @dataclass(frozen=True)
@@ -36,11 +42,11 @@ class EngineSettings:
     engine: str = "vllm"
     python: Path | None = None  # the engine environment's Python (default: .venv-engine)
     token_ids: list[list[int]] | None = None  # prompts as token ids (default: the probe's seeded prompts)
-    prompts: Path | None = None  # text prompts, one per line, tokenized with the target's tokenizer.json
+    prompts: list[str] | None = None  # text prompts (--prompts, as read), tokenized with the target's tokenizer.json
     new_tokens: int = 64
     steps: int = 3
-    device: str = "cpu"
-    dtype: str = "float32"  # "auto": the engine level's default (engine_dtype)
+    device: str = DEFAULT_ENGINE_DEVICE
+    dtype: str = DEFAULT_ENGINE_DTYPE  # as asked; the engine runs in engine_dtype(dtype, device)
     baseline: bool = True
     # the engine's own settings (--engine-arg / --engine-config), in its Python names; they win over the engine
     # level's defaults, and the engine validates them in the child (engine_args.py)
@@ -48,10 +54,10 @@ class EngineSettings:
 
 
 def engine_dtype(dtype: str, device: str) -> str:
-    """The dtype the engine runs in: ``auto`` is float32 on a CPU (exact against the float32 reference) and the
-    model's own dtype (the engine's ``auto``) elsewhere; any other value as given."""
-    if dtype == "auto":
-        return "float32" if device == "cpu" else "auto"
+    """The dtype the engine runs in: :data:`ENGINE_DTYPE_AUTO` is float32 on a CPU (exact against the float32
+    reference) and the model's own dtype (the engine's own ``auto``, passed on) elsewhere; any other value as given."""
+    if dtype == ENGINE_DTYPE_AUTO:
+        return "float32" if device == "cpu" else ENGINE_DTYPE_AUTO
     return dtype
 
 
@@ -62,8 +68,8 @@ class EngineRequest:
     prompts: list[list[int]]  # token ids; the engine continues each greedily
     new_tokens: int
     k: int  # draft tokens per step (num_speculative_tokens)
-    dtype: str = "float32"
-    device: str = "cpu"
+    dtype: str = engine_dtype(DEFAULT_ENGINE_DTYPE, DEFAULT_ENGINE_DEVICE)  # resolved: what the engine is given
+    device: str = DEFAULT_ENGINE_DEVICE
     baseline: bool = True  # also run the target alone, to tell whether the draft changed the output
     max_model_len: int = 512
     engine_args: dict[str, Any] = field(default_factory=dict)  # the user's settings, over the defaults above
@@ -102,6 +108,9 @@ class EngineObservation:
     # what the run could not observe under these settings, each with why (e.g. a multi-process executor: the capture
     # hooks run in this process only); findings that need it then claim nothing
     not_observed: list[str] = field(default_factory=list)
+    # the engine refused to load the draft at start-up (its own error line, whole) while the target alone loads with
+    # the same settings: the draft's or its config's fault, not the environment's (EC728); nothing was decoded
+    refused: str | None = None
 
 
 class EngineRunner(Protocol):
@@ -176,6 +185,10 @@ def run_worker(
             from eagle_convert.real_engine.engine_args import settings_error
 
             raise settings_error(engine_name, result["settings_error"])
+        for run in result.get("runs", ()):  # a refusal behind a wrapper ("see root cause above"): the cause is logged
+            refusal = run.get("refused")
+            if refusal and "above" in refusal.get("message", "").lower():
+                refusal["message"] = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))
     if returncode != 0 or not result_path.is_file():
         engine = ENGINE_LABELS.get(engine_name, "the engine")
         cause = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))

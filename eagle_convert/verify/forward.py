@@ -13,7 +13,6 @@ from eagle_convert.errors import EagleConvertError, InputError
 from eagle_convert.probe.result import OracleCheck, ProbeReport, SavedStates
 from eagle_convert.probe.run import MIN_POSITIONS, LoadedDraft, ProbeRow, load_draft, run_probe_on
 from eagle_convert.probe.target import Progress, Target, nearest_boundaries, relative_error
-from eagle_convert.probe.text import read_prompts
 from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.read.safetensors_header import read_header
@@ -32,7 +31,7 @@ class ProbeSettings:
     """What ``verify --level target`` probes with (see the verify command's options)."""
 
     token_ids: list[list[int]] | None = None
-    prompts: Path | None = None
+    prompts: list[str] | None = None  # --prompts as read
     text: str = "greedy"
     steps: int = 3
     compute: Compute = CPU_FLOAT32
@@ -111,7 +110,7 @@ def probe_findings(
             draft,
             target,
             token_ids=token_ids,
-            prompts=read_prompts(settings.prompts) if token_ids is None and settings.prompts is not None else None,
+            prompts=settings.prompts if token_ids is None else None,
             steps=settings.steps,
             progress=settings.progress,
             text=settings.text,

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
-from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError, check_choice, require_torch
+from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.read.regular import read_text
-from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
+from eagle_convert.releases import EngineView, engine_level_engine, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
@@ -30,33 +31,24 @@ from eagle_convert.schemas import load as load_schema
 from eagle_convert.verify.context import CONFIG, Context, config_pointer, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
+from eagle_convert.verify.request import (
+    FAIL_LEVELS,
+    CheckedRequest,
+    VerifyRequest,
+    parse_rule_list,
+)
 from eagle_convert.version import docs_url
 
 if TYPE_CHECKING:
     from eagle_convert.probe.result import ProbeReport
     from eagle_convert.probe.run import LoadedDraft
-    from eagle_convert.real_engine import EngineSettings
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.probe.target import Target
+    from eagle_convert.real_engine.record import EngineRun  # the report's engine_run: one record per kind of run
     from eagle_convert.reference.budget import ReferenceRun
     from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
     from eagle_convert.reference.weights import SafetensorsWeights
     from eagle_convert.verify.forward import ProbeSettings
-
-FAIL_LEVELS = ("error", "warning")
-ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
-
-
-def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """'EC101,EC2' or ['EC101', 'EC2'] -> ('EC101', 'EC2'); a prefix selects every id that starts with it."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = tuple(i.strip().upper() for i in items if i.strip())
-    unknown = [i for i in out if not any(r.startswith(i) for r in RULES)]
-    if unknown:
-        raise UsageError(f"no rule id starts with {', '.join(unknown)}", hint="run `eagle-convert rules` for the list")
-    return out
 
 
 def _selected(rule_id: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
@@ -133,11 +125,6 @@ def _settings_error(wrong: Violation, path: Path) -> UsageError:
     )
 
 
-def _has_weights(target: Path) -> bool:
-    """A target directory the reference models can read: safetensors shards or their index."""
-    return target.is_dir() and any(target.glob("*.safetensors"))
-
-
 def checkpoint_files(ckpt: Checkpoint) -> list[str]:
     """The files a deployment would ship: config, index, shards (or pickle files)."""
     names = []
@@ -160,108 +147,45 @@ def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None,
     return None, subject
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """Who hears of a run's progress (the CLI's bars and notices); none is part of the request."""
+
+    progress: Callable[[int], None] | None = None  # bytes hashed for the sha256 manifest
+    probe_progress: Callable[[str, int, int], None] | None = None  # tensors read, target layers run
+    notice: Callable[[str], None] | None = None  # a line for people before a long target level (its time)
+
+
 def verify_checkpoint(
     path: str | Path,
-    *,
-    target: str | Path | None = None,
-    engine: str = DEFAULT_ENGINES,
-    level: str = "static",
-    strict: bool = False,
-    fail_level: str = "error",
-    select: str | Iterable[str] | None = None,
-    ignore: str | Iterable[str] | None = None,
-    compute_hashes: bool = True,
-    progress: Callable[[int], None] | None = None,
-    token: str | None = None,
-    token_ids: list[list[int]] | None = None,
-    probe_steps: int = 3,
-    reference_hidden_states: Path | None = None,
-    oracle: str | None = None,
-    prompts: Path | None = None,
-    probe_text: str = "greedy",
-    device: str = "auto",
-    dtype: str = "auto",
-    probe_progress: Callable[[str, int, int], None] | None = None,
-    aux_convention: str | None = None,
-    engine_settings: EngineSettings | None = None,
-    probe_positions: int | None = None,
-    notice: Callable[[str], None] | None = None,
-    engine_server: AttachedServer | None = None,
+    request: VerifyRequest | CheckedRequest | None = None,
+    hooks: Hooks | None = None,
+    **options: Any,
 ) -> VerifyReport:
-    """Run every selected rule up to ``level`` for ``engine``; never raises for findings (only for bad input).
+    """Run every selected rule up to the request's level for its engines; never raises for findings (only for bad
+    input: every usage error is raised by ``request.validate()`` before the checkpoint is opened).
 
-    The forward levels run the reference models on ``device`` (``auto``: CUDA when torch sees it) in ``dtype``
-    (``auto``: float32 where it fits and is cheap, else the model's dtype; a run that cannot fit the memory at hand
-    stops with a UsageError before anything is loaded, reference/budget.py); ``probe_progress(what, done, total)``
-    hears of the tensors read at ``tensors`` and of the target layers run in the probe's long parts. The ``engine``
-    level also runs the draft in a real engine (``engine_settings``: which engine environment, how many tokens).
-    ``notice`` hears, before a long target level starts, an estimate of its time (a line for people).
-    ``engine_server``: the engine level measures the draft on that running server instead of starting an engine;
-    the target then needs only its config, and the probe's prediction runs where the target's weights are here and
-    fit the memory (real_engine/served.py).
-    ``aux_convention`` (``output-of`` or ``input-to``) declares what the aux-layer ids mean, as for ``inspect``."""
-    releases = resolve_engines(engine)
-    check_choice("level", level, LEVELS)
-    if LEVELS.index(level) >= LEVELS.index("tensors"):  # tensor values and forward passes need the reference extra
-        require_torch(f"--level {level}")
-    if engine_server is not None and target is None:
-        raise UsageError("--engine-url needs --target: the target's config.json (its weights are optional)")
-    if level in ("target", "engine") and target is None:
-        raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
-    if engine_server is not None and level != "engine":
-        raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
-    if level == "engine" and engine_server is None:  # fail fast, before the probe runs, when there is no engine
-        from eagle_convert.real_engine import engine_python
-
-        engine_python(engine_settings.python if engine_settings else None)
-    if level in ("target", "engine") and engine_server is None and not _has_weights(Path(target or "")):
-        raise UsageError(
-            f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
-            path=target,
-            hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
-            "config-only target",
-        )
-    if prompts is not None and target is None:
-        raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
-    check_choice("fail level", fail_level, FAIL_LEVELS)
-    chosen, ignored = parse_rule_list(select), parse_rule_list(ignore)
-    engines = tuple(dict.fromkeys(r.engine for r in releases))
-    ckpt = open_source(path, token)
-    if ckpt.revision is not None and level != "static":
-        raise UsageError(
-            f"--level {level} reads tensor values; a Hub repo is verified with --level static",
-            hint=f"`eagle-convert pull {path} DIR` first, then `eagle-convert verify DIR --level {level}"
-            + (f" --target {target}" if target is not None else "")
-            + (f" --engine {engine}" if engine != DEFAULT_ENGINES else "")
-            + "`",
-        )
-    if ckpt.weight_format == "none" and level != LEVELS[0]:  # a bare config is gated on its config rules (static)
-        raise NothingToCheckError(
-            f"no weight files: --level {level} has nothing to read beyond the config", path=path,
-            hint="verify a config alone at --level static (its config rules), or point at the checkpoint with weights",
-        )  # fmt: skip
-    target_cfg = TargetConfig.from_path(target) if target is not None else None
-    if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
-        from eagle_convert.probe.text import check_token_ids
-
-        check_token_ids(token_ids, target_cfg.vocab_size)
-    spec = detect(ckpt, target_cfg, aux_convention)
-    canonical, unplaced = map_names(ckpt, spec)
-    chosen_views = views(spec, releases)
-    ctx = Context(ckpt, spec, target_cfg, engines, strict, expected_tensors(spec), canonical, unplaced, chosen_views)
-    depth = LEVELS.index(level)
-
-    def enabled(rule_id: str) -> bool:
-        rule = RULES[rule_id]
-        return (
-            _selected(rule_id, chosen, ignored)
-            and LEVELS.index(rule.level) <= depth
-            and bool(set(rule.engines) & set(engines))
-        )
-
+    ``request``: a :class:`VerifyRequest` (validated here) or one already validated (the CLI validates once for
+    several checkpoints); ``options``: the request's options flat instead (``VerifyRequest.build``). The forward
+    levels run the reference models where ``request.compute`` says (``auto``: CUDA when torch sees it; float32 where
+    it fits and is cheap, else the model's dtype; a run that cannot fit the memory at hand stops with a UsageError
+    before anything is loaded, reference/budget.py). The engine level starts the engine (``InProcessEngine``) or
+    measures the draft on a running server (``AttachedServer``; the target then needs only its config, the probe's
+    prediction runs where the target's weights are here and fit the memory, and without torch the run is the static
+    rules and the server's measurement)."""
+    heard = {k: options.pop(k) for k in ("progress", "probe_progress", "notice") if k in options}
+    if heard:  # the hooks given flat, with the options
+        hooks = replace(hooks or Hooks(), **heard)
+    if request is None:
+        request = VerifyRequest.build(**options)
+    elif options:
+        raise TypeError("verify_checkpoint takes a request or options, not both")
+    checked = request if isinstance(request, CheckedRequest) else request.validate()
+    checked.check_source(path)
+    session = Session.open(path, checked, hooks or Hooks())
+    ckpt, spec, asked = session.ckpt, session.spec, checked.request
     found: list[Finding] = []
-    notes = list(ckpt.notes)
-    for f in notes + spec.findings + gate_findings(spec, ckpt.tensors, chosen_views):
+    for f in list(ckpt.notes) + spec.findings + gate_findings(spec, ckpt.tensors, session.views):
         file, pointer = _pointer(spec, ckpt, f)
         found.append(replace(f, file=file, pointer=pointer))
     if ckpt.weight_format == "pickle":
@@ -275,84 +199,120 @@ def verify_checkpoint(
         )
     headers = ckpt.weight_format == "safetensors"
     for rule_id, check in static_checks().items():
-        if enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
-            found += check(ctx)
-    # One pass: the draft's tensors are read once (kept for the forward levels, streamed and dropped at tensors
-    # alone), the draft is loaded once, and one target (config read above, weights, reference model) serves every
-    # level; nothing below re-opens a checkpoint or re-detects.
-    probe: ProbeReport | None = None
-    engine_run: dict[str, Any] | None = None
-    if depth >= LEVELS.index("tensors") and ckpt.weight_format == "safetensors":
-        from eagle_convert.reference.draft_reader import TensorReader
-        from eagle_convert.verify.tensors import content_findings
+        if session.enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
+            found += check(session.context)
+    probe, engine_run = None, None
+    if checked.depth >= LEVELS.index("tensors") and headers:
+        if checked.probe_here:
+            more, probe, engine_run = _value_levels(session)
+        else:  # --engine-url where torch is not installed: the static rules and the server's measurement
+            more, probe, engine_run = _served(session, None, REFERENCE_INSTALL_REASON)
+        found += more
 
-        forward = depth >= LEVELS.index("forward")
-        target_weights = target_weights_of(target_cfg)
-        chosen_compute, no_probe = None, None
-        if forward:  # sized and decided before a tensor is read
-            from eagle_convert.reference import compute
-
-            probed = target_cfg if depth >= LEVELS.index("target") else None
-            if engine_server is not None and probed is not None and target_weights is None:
-                probed, no_probe = None, "the target's weights are not here (config only)"
-            run = reference_run_of(spec, ckpt, probed, target_weights, token_ids, probe_positions, probe_steps)
-            try:
-                chosen_compute = compute.resolve(device, dtype, run)
-            except UsageError as exc:  # against a server, a reference that cannot fit only costs the prediction
-                if engine_server is None or probed is None:
-                    raise
-                probed, no_probe = None, f"the reference target does not fit here: {exc.message}"
-                run = reference_run_of(spec, ckpt, None, None, token_ids, probe_positions, probe_steps)
-                chosen_compute = compute.resolve(device, dtype, run)
-            if notice is not None and probed is not None:
-                _time_notice(run, chosen_compute, notice)
-        with TensorReader(ckpt, keep=forward) as reader:
-            found += content_findings(ctx, enabled, probe_progress, reader, target_weights)
-            if chosen_compute is not None:
-                more, probe, engine_run = _forward_levels(
-                    ckpt, spec, reader, target_cfg, target_weights, depth, enabled, releases, engine_settings,
-                    ForwardOptions(token_ids, prompts, probe_text, probe_steps, reference_hidden_states, oracle,
-                                   probe_progress, probe_positions, chosen_compute, dtype, engine_server, no_probe),
-                )  # fmt: skip
-                found += more
-
-    found = [f for f in found if enabled(f.rule_id)]
-    if strict:
+    found = [f for f in found if session.enabled(f.rule_id)]
+    if asked.strict:
         found = [replace(f, severity="error") if RULES[f.rule_id].strict_error else f for f in found]
     found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
-    failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(fail_level) + 1]}
+    failing = {r for r in ("error", "warning")[: FAIL_LEVELS.index(asked.fail_level) + 1]}
     status = "fail" if any(f.severity in failing for f in found) else "pass"
     return VerifyReport(
         str(path),
-        level,
-        engine,
-        fail_level,
+        checked.level,
+        asked.engine,
+        asked.fail_level,
         status,
         found,
-        _outcomes(found, chosen, ignored, depth, ckpt, has_target=target is not None, engines=engines),
-        _manifest(ckpt, compute_hashes, progress),
+        _outcomes(found, checked, ckpt),
+        _manifest(ckpt, asked.compute_hashes, session.hooks.progress),
         revision=ckpt.revision,
         probe=probe,
         engine_run=engine_run,
     )
 
 
-@dataclass(frozen=True)
-class ForwardOptions:
-    """verify_checkpoint's options for the forward levels, as given."""
+REFERENCE_INSTALL_REASON = "torch is not installed here (pip install 'eagle-convert[reference]')"
 
-    token_ids: list[list[int]] | None
-    prompts: Path | None
-    text: str
-    steps: int
-    reference_hidden_states: Path | None
-    oracle: str | None
-    progress: Callable[[str, int, int], None] | None
-    positions: int | None
-    compute: Compute  # where and in what dtype (decided against the memory before anything was loaded)
-    dtype: str  # --dtype as asked: "auto" leaves the engine level its own default (float32 on a CPU)
-    server: AttachedServer | None = None  # --engine-url: the engine level measures the draft on this running server
-    no_probe: str | None = None  # why the probe does not run against a server (the target's weights: absent, too big)
+
+@dataclass
+class Session:
+    """One verify run on one checkpoint: the checkpoint opened once, detected once with everything the user declared,
+    the views and the rule context built once; what the value levels share (the target's weights, the compute, the
+    loaded draft, the reference target) is built when a level first needs it and handed to every later level.
+    Nothing below re-opens a checkpoint or re-detects."""
+
+    checked: CheckedRequest
+    ckpt: Checkpoint
+    spec: DraftSpec
+    views: list[EngineView]
+    context: Context
+    hooks: Hooks
+    compute: Compute | None = None  # decided against the memory before a tensor is read (forward levels)
+    no_probe: str | None = None  # why the probe does not run against a server (the target's weights: absent, big)
+    draft: LoadedDraft | EagleConvertError | None = None  # loaded once from the tensors the reader kept
+
+    @classmethod
+    def open(cls, path: str | Path, checked: CheckedRequest, hooks: Hooks) -> Session:
+        ckpt = open_source(path, checked.request.hub_token)
+        if ckpt.weight_format == "none" and checked.level != LEVELS[0]:  # a bare config is gated at static
+            raise NothingToCheckError(
+                f"no weight files: --level {checked.level} has nothing to read beyond the config", path=path,
+                hint="verify a config alone at --level static (its config rules), or point at the checkpoint with "
+                "weights",
+            )  # fmt: skip
+        spec = detect(ckpt, checked.target_config, checked.request.aux_convention)
+        canonical, unplaced = map_names(ckpt, spec)
+        chosen_views = views(spec, checked.releases)
+        context = Context(
+            ckpt, spec, checked.target_config, checked.engines, checked.request.strict, expected_tensors(spec),
+            canonical, unplaced, chosen_views,
+        )  # fmt: skip
+        return cls(checked, ckpt, spec, chosen_views, context, hooks)
+
+    def enabled(self, rule_id: str) -> bool:
+        rule, checked = RULES[rule_id], self.checked
+        return (
+            _selected(rule_id, checked.select, checked.ignore)
+            and LEVELS.index(rule.level) <= checked.depth
+            and bool(set(rule.engines) & set(checked.engines))
+        )
+
+    @cached_property
+    def target_weights(self) -> SafetensorsWeights | None:
+        return target_weights_of(self.checked.target_config)
+
+    @cached_property
+    def reference(self) -> Target | EagleConvertError:
+        """The reference target (transformers' model, weights streamed), or why it cannot be built."""
+        from eagle_convert.probe.target import Target
+
+        assert self.compute is not None and self.checked.target_config is not None  # the forward levels decided it
+        try:
+            return Target.of(self.checked.target_config, self.compute, self.target_weights)
+        except EagleConvertError as exc:
+            return exc
+
+    def plan_compute(self) -> None:
+        """Where and in what dtype the forward levels run, sized from the headers and configs already read, before
+        a tensor is read; against a server, a reference that cannot fit only costs the probe's prediction."""
+        from eagle_convert.reference import compute
+
+        checked = self.checked
+        asked, probe = checked.request.compute, checked.request.probe
+        probed = checked.target_config if checked.depth >= LEVELS.index("target") else None
+        weights = self.target_weights
+        if checked.server is not None and probed is not None and weights is None:
+            probed, self.no_probe = None, "the target's weights are not here (config only)"
+        run = reference_run_of(self.spec, self.ckpt, probed, weights, checked.token_ids, probe.positions, probe.steps)
+        try:
+            self.compute = compute.resolve(asked.device, asked.dtype, run)
+        except UsageError as exc:
+            if checked.server is None or probed is None:
+                raise
+            probed, self.no_probe = None, f"the reference target does not fit here: {exc.message}"
+            run = reference_run_of(self.spec, self.ckpt, None, None, checked.token_ids, probe.positions, probe.steps)
+            self.compute = compute.resolve(asked.device, asked.dtype, run)
+        if self.hooks.notice is not None and probed is not None:
+            _time_notice(run, self.compute, self.hooks.notice)
 
 
 LONG_RUN_FLOP = 1e13  # a probe above this (about 10 s at 1 TFLOP/s) hears its time estimate first
@@ -416,124 +376,118 @@ def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | N
     return SafetensorsWeights(directory, block)
 
 
-def _forward_levels(
-    ckpt: Checkpoint,
-    spec: DraftSpec,
-    reader: TensorReader,
-    target_cfg: TargetConfig | None,
-    target_weights: SafetensorsWeights | None,
-    depth: int,
-    enabled: Callable[[str], bool],
-    releases: list[Release],
-    engine_settings: EngineSettings | None,
-    options: ForwardOptions,
-) -> tuple[list[Finding], ProbeReport | None, dict[str, Any] | None]:
-    """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
-    reference target: (findings, the probe report, the engine run)."""
-    from eagle_convert.probe.run import load_draft
-    from eagle_convert.probe.target import Target
-    from eagle_convert.verify.forward import forward_findings, probe_findings
+def _value_levels(session: Session) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
+    """The levels that read tensor values, in order, on the session: tensors (streamed, kept for the forward levels),
+    forward (the draft loaded once), target (the probe on one reference target), engine (in-process or a server)."""
+    from eagle_convert.reference.draft_reader import TensorReader
+    from eagle_convert.verify.tensors import content_findings
 
-    chosen_compute = options.compute
-    draft: LoadedDraft | EagleConvertError
-    try:
-        draft = load_draft(ckpt, spec, chosen_compute, reader)
-    except EagleConvertError as exc:
-        draft = exc
-    reader.close()  # the loaded weights hold what they need
-    found = forward_findings(draft, enabled, chosen_compute)
+    checked = session.checked
+    forward = checked.depth >= LEVELS.index("forward")
+    if forward:  # sized and decided before a tensor is read
+        session.plan_compute()
+    found: list[Finding] = []
     probe: ProbeReport | None = None
-    engine_run: dict[str, Any] | None = None
-    if options.server is not None and target_cfg is not None:
-        more, probe, engine_run = _served(
-            ckpt, spec, target_cfg, target_weights, enabled, engine_settings, options, draft
+    engine_run: EngineRun | None = None
+    with TensorReader(session.ckpt, keep=forward) as reader:
+        found += content_findings(
+            session.context, session.enabled, session.hooks.probe_progress, reader, session.target_weights
         )
-        return found + more, probe, engine_run
-    if depth < LEVELS.index("target") or target_cfg is None:
-        return found, probe, engine_run
-    reference: Target | EagleConvertError
-    try:
-        reference = Target.of(target_cfg, chosen_compute, target_weights)
-    except EagleConvertError as exc:
-        reference = exc
-    more, probe = probe_findings(draft, reference, enabled, _probe_settings(options))
-    found += more
-    if depth >= LEVELS.index("engine"):
-        from dataclasses import replace
-
-        from eagle_convert.real_engine import EngineSettings, engine_findings
-
-        chosen_engine = replace(
-            engine_settings or EngineSettings(),
-            engine=engine_level_engine(releases),
-            token_ids=options.token_ids,
-            prompts=options.prompts,
-            steps=options.steps,
-            device=chosen_compute.device.type,
-            dtype=options.dtype,
-        )
-        target_dir = Path(target_cfg.source).parent
-        more, engine_run = engine_findings(
-            ckpt.root, spec, target_dir, enabled, chosen_engine, probe, chosen_compute,
-            loaded=draft, reference=reference,
-        )  # fmt: skip
-        found += more
+        if forward:
+            more, probe, engine_run = _forward_levels(session, reader)
+            found += more
     return found, probe, engine_run
 
 
-def _served(
-    ckpt: Checkpoint,
-    spec: DraftSpec,
-    target_cfg: TargetConfig,
-    target_weights: SafetensorsWeights | None,
-    enabled: Callable[[str], bool],
-    engine_settings: EngineSettings | None,
-    options: ForwardOptions,
-    draft: LoadedDraft | EagleConvertError,
-) -> tuple[list[Finding], ProbeReport | None, dict[str, Any]]:
-    """The target level where the reference can run here (``options.no_probe`` None), then the engine level on the
-    running server: (findings, the probe report, the engine run)."""
-    from dataclasses import replace
+def _forward_levels(
+    session: Session, reader: TensorReader
+) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
+    """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
+    reference target: (findings, the probe report, the engine run)."""
+    from eagle_convert.probe.run import load_draft
+    from eagle_convert.verify.forward import forward_findings, probe_findings
 
-    from eagle_convert.probe.target import Target
+    checked = session.checked
+    assert session.compute is not None
+    try:
+        session.draft = load_draft(session.ckpt, session.spec, session.compute, reader)
+    except EagleConvertError as exc:
+        session.draft = exc
+    reader.close()  # the loaded weights hold what they need
+    found = forward_findings(session.draft, session.enabled, session.compute)
+    if checked.server is not None and checked.target_config is not None:
+        more, probe, run = _served(session, session.draft, session.no_probe)
+        return found + more, probe, run
+    if checked.depth < LEVELS.index("target") or checked.target_config is None:
+        return found, None, None
+    more, probe = probe_findings(session.draft, session.reference, session.enabled, _probe_settings(session))
+    found += more
+    if checked.depth < LEVELS.index("engine"):
+        return found, probe, None
+    from eagle_convert.real_engine import EngineSettings, engine_findings
+
+    asked = checked.request
+    chosen_engine = replace(
+        checked.engine_settings or EngineSettings(),
+        engine=engine_level_engine(checked.releases),
+        token_ids=checked.token_ids,
+        prompts=checked.prompts,
+        steps=asked.probe.steps,
+        device=session.compute.device.type,
+        dtype=asked.compute.dtype,
+    )
+    target_dir = Path(checked.target_config.source).parent
+    more, engine_run = engine_findings(
+        session.ckpt.root, session.spec, target_dir, session.enabled, chosen_engine, probe, session.compute,
+        loaded=session.draft, reference=session.reference,
+    )  # fmt: skip
+    return found + more, probe, engine_run
+
+
+def _served(
+    session: Session, draft: LoadedDraft | EagleConvertError | None, no_probe: str | None
+) -> tuple[list[Finding], ProbeReport | None, EngineRun]:
+    """The target level where the reference can run here (``no_probe`` None), then the engine level on the running
+    server: (findings, the probe report, the engine run). ``draft`` None: nothing runs here (no torch)."""
     from eagle_convert.real_engine import EngineSettings
     from eagle_convert.real_engine.served import served_findings
-    from eagle_convert.verify.forward import probe_findings
 
-    assert options.server is not None
+    checked = session.checked
+    assert checked.server is not None and checked.target_config is not None
     found: list[Finding] = []
     probe: ProbeReport | None = None
     reference: Target | EagleConvertError | None = None
-    if options.no_probe is None:
-        try:
-            reference = Target.of(target_cfg, options.compute, target_weights)
-        except EagleConvertError as exc:
-            reference = exc
-        found, probe = probe_findings(draft, reference, enabled, _probe_settings(options))
+    if no_probe is None and draft is not None:
+        from eagle_convert.verify.forward import probe_findings
+
+        reference = session.reference
+        found, probe = probe_findings(draft, reference, session.enabled, _probe_settings(session))
     settings = replace(
-        engine_settings or EngineSettings(), token_ids=options.token_ids, prompts=options.prompts, steps=options.steps
+        EngineSettings(), token_ids=checked.token_ids, prompts=checked.prompts, steps=checked.request.probe.steps
     )
     more, run = served_findings(
-        ckpt.root, spec, target_cfg, enabled, settings, options.server, probe,
-        loaded=draft if reference is not None else None, reference=reference,
+        session.ckpt.root, session.spec, checked.target_config, session.enabled, settings, checked.server, probe,
+        loaded=draft if reference is not None else None, reference=reference, probe_not_run=no_probe,
     )  # fmt: skip
-    run["probe_not_run"] = options.no_probe
     return found + more, probe, run
 
 
-def _probe_settings(options: ForwardOptions) -> ProbeSettings:
+def _probe_settings(session: Session) -> ProbeSettings:
     from eagle_convert.verify.forward import ProbeSettings
 
+    checked = session.checked
+    probe = checked.request.probe
+    assert session.compute is not None
     return ProbeSettings(
-        options.token_ids,
-        options.prompts,
-        options.text,
-        options.steps,
-        options.compute,
-        options.reference_hidden_states,
-        options.oracle,
-        options.progress,
-        **({"min_positions": options.positions} if options.positions is not None else {}),
+        checked.token_ids,
+        checked.prompts,
+        probe.text,
+        probe.steps,
+        session.compute,
+        probe.reference_hidden_states,
+        probe.oracle,
+        session.hooks.probe_progress,
+        min_positions=probe.positions,
     )
 
 
@@ -547,20 +501,13 @@ def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] |
     return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
 
 
-def _outcomes(
-    found: list[Finding],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    depth: int,
-    ckpt: Checkpoint,
-    *,
-    has_target: bool,
-    engines: tuple[str, ...],
-) -> list[CheckOutcome]:
+def _outcomes(found: list[Finding], checked: CheckedRequest, ckpt: Checkpoint) -> list[CheckOutcome]:
+    """Every rule's outcome: pass, fail, or skipped with the reason."""
     failed = {f.rule_id for f in found}
+    depth, engines, has_target = checked.depth, checked.engines, checked.target_config is not None
     out = []
     for rule in RULES.values():
-        if not _selected(rule.id, select, ignore):
+        if not _selected(rule.id, checked.select, checked.ignore):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "not selected"))
         elif not set(rule.engines) & set(engines):
             out.append(CheckOutcome(rule.id, rule.name, "skipped", f"concerns {', '.join(rule.engines)} only"))
@@ -570,6 +517,8 @@ def _outcomes(
             bare = ckpt.weight_format == "none"
             why = "needs the weights (a config alone)" if bare else "weights are not safetensors"
             out.append(CheckOutcome(rule.id, rule.name, "skipped", why))
+        elif not checked.probe_here and rule.level in ("tensors", "forward", "target"):
+            out.append(CheckOutcome(rule.id, rule.name, "skipped", f"needs torch: {REFERENCE_INSTALL_REASON}"))
         elif not has_target and rule.needs_target:
             out.append(CheckOutcome(rule.id, rule.name, "skipped", "needs --target"))
         else:

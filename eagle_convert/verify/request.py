@@ -1,0 +1,310 @@
+"""verify's request: every option of a run, typed and frozen, checked whole before any checkpoint is opened.
+
+The CLI builds one :class:`VerifyRequest` from its options and ``[tool.eagle-convert]``; a library caller builds the
+same (``VerifyRequest.build(**options)`` takes the options flat). :meth:`VerifyRequest.validate` raises every usage
+error first (exit 2, an ``Error:`` and a ``Hint:``): conflicting options, options that do not apply to the level, the
+URL's shape, unreadable or invalid user files (token ids, prompts, engine settings), token ids past the target's
+vocabulary, a draft given as the target. It reads the user's own files and the target's config, never the draft:
+what it returns, a :class:`CheckedRequest`, carries what it read, so nothing is read twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle_convert.errors import EagleConvertError, UsageError, check_choice, require_torch
+from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
+from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
+from eagle_convert.reference.budget import PROBE_STEPS
+from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
+from eagle_convert.rules.registry import LEVELS, RULES
+
+if TYPE_CHECKING:
+    from eagle_convert.real_engine.base import EngineSettings
+    from eagle_convert.real_engine.served import AttachedServer
+
+# One default per option, in one place: the CLI's defaults are these constants.
+DEFAULT_LEVEL = LEVELS[0]
+FAIL_LEVELS = ("error", "warning")
+DEFAULT_FAIL_LEVEL = FAIL_LEVELS[0]
+ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
+DEVICE_AUTO = "auto"  # --device: CUDA when torch sees it, else the CPU
+REFERENCE_DTYPE_AUTO = "auto"  # --dtype for the reference: float32 where it fits and is cheap, else the model's own
+ENGINE_NEW_TOKENS = 64  # --engine-tokens
+SERVER_CONCURRENCY = 8  # --engine-concurrency
+SERVER_TIMEOUT = 300.0  # --engine-timeout, seconds per request
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What the acceptance probe (``--level target`` and above) runs on."""
+
+    token_ids: tuple[tuple[int, ...], ...] | None = None  # prompts as token ids, given in the library
+    token_ids_file: Path | None = None  # --token-ids FILE (read by validate)
+    prompts: Path | None = None  # --prompts FILE, one prompt per line (read by validate)
+    text: str = PROBE_TEXTS[0]
+    steps: int = PROBE_STEPS
+    positions: int = PROBE_POSITIONS
+    reference_hidden_states: Path | None = None
+    oracle: str | None = None
+
+    def given(self) -> dict[str, bool]:
+        """Each probe option by its flag: whether it was set away from its default."""
+        return {
+            "--token-ids": self.token_ids is not None or self.token_ids_file is not None,
+            "--prompts": self.prompts is not None,
+            "--reference-hidden-states": self.reference_hidden_states is not None,
+            "--oracle": self.oracle is not None,
+            "--probe-steps": self.steps != PROBE_STEPS,
+            "--probe-text": self.text != PROBE_TEXTS[0],
+            "--probe-positions": self.positions != PROBE_POSITIONS,
+        }
+
+
+@dataclass(frozen=True)
+class ComputeRequest:
+    """Where and in what precision the reference models run (``--device``, ``--dtype``)."""
+
+    device: str = DEVICE_AUTO
+    dtype: str = REFERENCE_DTYPE_AUTO
+
+
+@dataclass(frozen=True)
+class InProcessEngine:
+    """``--level engine`` starting the engine itself, in its own environment."""
+
+    python: Path | None = None  # --engine-python (default: $EAGLE_CONVERT_ENGINE_PYTHON, else .venv-engine)
+    new_tokens: int = ENGINE_NEW_TOKENS
+    args: tuple[str, ...] = ()  # --engine-arg KEY=VALUE, as given
+    config_file: Path | None = None  # --engine-config FILE (read by validate)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the engine's settings, given in the library
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """One verify run, as asked (see the verify command's options)."""
+
+    target: Path | None = None
+    engine: str = DEFAULT_ENGINES
+    level: str = DEFAULT_LEVEL
+    strict: bool = False
+    fail_level: str = DEFAULT_FAIL_LEVEL
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    compute_hashes: bool = True
+    hub_token: str | None = field(default=None, repr=False)  # never printed
+    aux_convention: str | None = None
+    probe: ProbeRequest = ProbeRequest()
+    compute: ComputeRequest = ComputeRequest()
+    engine_run: InProcessEngine | AttachedServer | None = None  # None: the engine level with its defaults
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        target: str | Path | None = None,
+        engine: str = DEFAULT_ENGINES,
+        level: str = DEFAULT_LEVEL,
+        strict: bool = False,
+        fail_level: str = DEFAULT_FAIL_LEVEL,
+        select: str | Iterable[str] | None = None,
+        ignore: str | Iterable[str] | None = None,
+        compute_hashes: bool = True,
+        token: str | None = None,
+        token_ids: Iterable[Iterable[int]] | None = None,
+        token_ids_file: Path | None = None,
+        prompts: Path | None = None,
+        probe_text: str = PROBE_TEXTS[0],
+        probe_steps: int = PROBE_STEPS,
+        probe_positions: int | None = None,
+        reference_hidden_states: Path | None = None,
+        oracle: str | None = None,
+        device: str = DEVICE_AUTO,
+        dtype: str = REFERENCE_DTYPE_AUTO,
+        aux_convention: str | None = None,
+        engine_run: InProcessEngine | AttachedServer | None = None,
+    ) -> VerifyRequest:
+        """The request from the options flat, as the CLI names them (a shorthand for library callers)."""
+        return cls(
+            target=Path(target) if target is not None else None,
+            engine=engine,
+            level=level,
+            strict=strict,
+            fail_level=fail_level,
+            select=rule_items(select),
+            ignore=rule_items(ignore),
+            compute_hashes=compute_hashes,
+            hub_token=token,
+            aux_convention=aux_convention,
+            probe=ProbeRequest(
+                tuple(tuple(row) for row in token_ids) if token_ids is not None else None,
+                token_ids_file,
+                prompts,
+                probe_text,
+                probe_steps,
+                probe_positions if probe_positions is not None else PROBE_POSITIONS,
+                reference_hidden_states,
+                oracle,
+            ),
+            compute=ComputeRequest(device, dtype),
+            engine_run=engine_run,
+        )
+
+    @property
+    def server(self) -> AttachedServer | None:
+        """``--engine-url``: the running server the engine level measures the draft on."""
+        from eagle_convert.real_engine.served import AttachedServer
+
+        return self.engine_run if isinstance(self.engine_run, AttachedServer) else None
+
+    def validate(self) -> CheckedRequest:
+        """Every usage error of the request, before any checkpoint is opened (exit 2 with a hint); the user's own
+        files and the target's config read once, here."""
+        server = self.server
+        if server is not None:
+            from eagle_convert.real_engine.attach import check_url
+
+            server = replace(server, url=check_url(server.url))
+        releases = resolve_engines(self.engine)
+        level = self.level
+        if server is not None:
+            if level not in (DEFAULT_LEVEL, "engine"):
+                raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
+            level = "engine"  # --engine-url implies the engine level
+        check_choice("level", level, LEVELS)
+        check_choice("fail level", self.fail_level, FAIL_LEVELS)
+        if self.probe.oracle is not None:
+            check_choice("oracle", self.probe.oracle, ORACLES)
+        check_choice("probe text", self.probe.text, PROBE_TEXTS)
+        select, ignore = parse_rule_list(self.select), parse_rule_list(self.ignore)
+        depth = LEVELS.index(level)
+        named = [name for name, given in self.probe.given().items() if given]
+        if named and depth < LEVELS.index("target"):
+            raise UsageError(
+                f"{', '.join(named)} {'sets' if len(named) == 1 else 'set'} the probe, which --level {level} does "
+                "not run",
+                hint="add --level target (or engine), or leave the probe options out",
+            )
+        if server is not None and self.target is None:
+            raise UsageError("--engine-url needs --target: the target's config.json (its weights are optional)")
+        if level in ("target", "engine") and self.target is None:
+            raise UsageError(f"--level {level} runs the target model: pass --target DIR (with its weights)")
+        if self.probe.prompts is not None and self.target is None:
+            raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
+        in_process = self.engine_run if isinstance(self.engine_run, InProcessEngine) else None
+        if in_process is not None and (in_process.args or in_process.config_file or in_process.settings):
+            if level != "engine":
+                raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
+        # The user's own files, each read once (a missing or empty file is their mistake: exit 2 before any work).
+        from eagle_convert.probe.text import check_token_ids, read_prompts, read_token_ids
+
+        token_ids = [list(row) for row in self.probe.token_ids] if self.probe.token_ids is not None else None
+        if self.probe.token_ids_file is not None:
+            token_ids = read_token_ids(self.probe.token_ids_file)
+        prompts = read_prompts(self.probe.prompts) if self.probe.prompts is not None and token_ids is None else None
+        torch_here = _torch_here()
+        if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
+            require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
+        if level == "engine" and server is None:  # fail fast, before the probe runs, when there is no engine
+            from eagle_convert.real_engine import engine_python
+
+            engine_python(in_process.python if in_process else None)
+        if level in ("target", "engine") and server is None and not has_weights(self.target):
+            raise UsageError(
+                f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
+                path=self.target,
+                hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
+                "config-only target",
+            )
+        engine_settings = None
+        if level == "engine" and server is None:
+            engine_settings = _engine_settings(in_process or InProcessEngine(), releases)
+        target_cfg = TargetConfig.from_path(self.target) if self.target is not None else None  # not a draft
+        if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
+            check_token_ids(token_ids, target_cfg.vocab_size)
+        return CheckedRequest(
+            self, level, releases, select, ignore, target_cfg, token_ids, prompts, engine_settings, server,
+            probe_here=torch_here,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A request that passed :meth:`VerifyRequest.validate`, with what validation read: what every level runs on."""
+
+    request: VerifyRequest
+    level: str  # as run (--engine-url: engine)
+    releases: list[Release]
+    select: tuple[str, ...]
+    ignore: tuple[str, ...]
+    target_config: TargetConfig | None
+    token_ids: list[list[int]] | None
+    prompts: list[str] | None  # the text prompts as read (--prompts without --token-ids)
+    engine_settings: EngineSettings | None  # --level engine started here
+    server: AttachedServer | None  # --engine-url
+    probe_here: bool = True  # torch is importable: the tensor, forward and probe levels can run here
+
+    @property
+    def depth(self) -> int:
+        return LEVELS.index(self.level)
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.engine for r in self.releases))
+
+    def check_source(self, path: str | Path) -> None:
+        """What the level can read from ``path``, known from its name alone: a Hub repo is verified statically."""
+        request = self.request
+        if parse_repo_ref(str(path)) is not None and self.level != DEFAULT_LEVEL:
+            raise UsageError(
+                f"--level {self.level} reads tensor values; a Hub repo is verified with --level static",
+                hint=f"`eagle-convert pull {path} DIR` first, then `eagle-convert verify DIR --level {self.level}"
+                + (f" --target {request.target}" if request.target is not None else "")
+                + (f" --engine {request.engine}" if request.engine != DEFAULT_ENGINES else "")
+                + "`",
+            )
+
+
+def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """'EC101,EC2' or ['EC101', 'EC2'] -> ('EC101', 'EC2'); a prefix selects every id that starts with it."""
+    out = rule_items(value)
+    unknown = [i for i in out if not any(r.startswith(i) for r in RULES)]
+    if unknown:
+        raise UsageError(f"no rule id starts with {', '.join(unknown)}", hint="run `eagle-convert rules` for the list")
+    return out
+
+
+def rule_items(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(i.strip().upper() for i in items if i.strip())
+
+
+def has_weights(target: Path | None) -> bool:
+    """A target directory the reference models can read: safetensors shards or their index."""
+    return target is not None and target.is_dir() and any(target.glob("*.safetensors"))
+
+
+def _torch_here() -> bool:
+    try:
+        require_torch("")
+    except EagleConvertError:
+        return False
+    return True
+
+
+def _engine_settings(engine: InProcessEngine, releases: list[Release]) -> EngineSettings:
+    """The in-process engine's settings: the user's engine settings read and checked by the engine's own names."""
+    from eagle_convert.real_engine import EngineSettings
+    from eagle_convert.real_engine.engine_args import check_engine_args, engine_args
+
+    settings = {**engine.settings, **engine_args(engine.args, engine.config_file)}
+    if settings:
+        check_engine_args(engine_level_engine(releases), settings)
+    return EngineSettings(python=engine.python, new_tokens=engine.new_tokens, engine_args=settings)

@@ -1,0 +1,171 @@
+"""verify's typed request (issue 30): one frozen request checked whole before any checkpoint is opened.
+
+The CLI cases run the real CLI in a subprocess under an audit hook that records every file and folder the process
+opens or lists; a usage error must be exit 2 with nothing of the draft (nor, where the mistake is not about the
+target, of the target) opened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.errors import UsageError
+from eagle_convert.verify.request import (
+    ComputeRequest,
+    InProcessEngine,
+    ProbeRequest,
+    VerifyRequest,
+)
+from fixtures.smollm2 import TARGET_CONFIG
+from tests.conftest import ROOT
+
+DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
+
+AUDITED = """
+import os, sys
+seen = []
+def hook(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        seen.append(os.path.abspath(os.fsdecode(args[0])))
+sys.addaudithook(hook)
+from eagle_convert.cli.main import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write("\\n".join(seen))
+sys.exit(code)
+"""
+
+
+def _audited(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    log = tmp_path / "opened.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", AUDITED, str(log), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    return done, log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture()
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the committed SmolLM2 draft's config and header, and a target with its config and a weights file."""
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    for name in ("config.json",):
+        (draft / name).write_bytes((DRAFT / name).read_bytes())
+    raw = b'{"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4))
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    (target / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4))
+    return draft, target
+
+
+CASES = {
+    "url-shape": (["--engine-url", "localhost:8000", "--target", "{target}"], "not an http(s)://HOST:PORT address"),
+    "url-level": (["--engine-url", "http://127.0.0.1:9", "--target", "{target}", "--level", "tensors"], "--level"),
+    "url-without-target": (["--engine-url", "http://127.0.0.1:9"], "needs --target"),
+    "url-with-engine-arg": (
+        ["--engine-url", "http://127.0.0.1:9", "--target", "{target}", "--engine-arg", "x=1"],
+        "--engine-arg",
+    ),
+    "json-and-sarif": (["--json", "--format", "sarif"], "--json and --format sarif"),
+    "probe-option-at-static": (["--probe-steps", "5"], "--probe-steps"),
+    "engine-arg-at-static": (["--engine-arg", "max_model_len=64"], "--level engine only"),
+    "target-level-without-target": (["--level", "target"], "pass --target"),
+    "unknown-rule": (["--select", "ZZ9"], "no rule id starts with ZZ9"),
+    "missing-prompts": (["--level", "target", "--target", "{target}", "--prompts", "{tmp}/none.txt"], "none.txt"),
+    "missing-token-ids": (["--level", "target", "--target", "{target}", "--token-ids", "{tmp}/none.json"], "none"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_usage_errors_exit_2_before_any_file_is_read(case: str, pair: tuple[Path, Path], tmp_path: Path) -> None:
+    draft, target = pair
+    args, needle = CASES[case]
+    filled = [a.format(target=target, tmp=tmp_path) for a in args]
+    done, seen = _audited(tmp_path, "verify", str(draft), *filled)
+    assert done.returncode == 2, (done.returncode, done.stdout[-1500:], done.stderr[-1500:])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and needle in errors[0] and "\nHint: " in done.stderr, done.stderr
+    assert not [p for p in seen if p.startswith(str(draft))], "the draft was opened before the usage error"
+    assert not [p for p in seen if p.startswith(str(target))], "the target was opened before the usage error"
+    assert done.stdout == ""  # no report: the run never started
+
+
+def test_token_ids_past_the_vocabulary_read_the_target_config_only(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    draft, target = pair
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps([[1, 2, TARGET_CONFIG["vocab_size"] + 5]]))
+    done, seen = _audited(
+        tmp_path, "verify", str(draft), "--level", "target", "--target", str(target), "--token-ids", str(ids)
+    )
+    assert done.returncode == 2 and "past the target's vocabulary" in done.stderr, done.stderr
+    assert not [p for p in seen if p.startswith(str(draft))]
+    assert [p for p in seen if p.startswith(str(target))] == [str(target / "config.json")] or all(
+        p == str(target / "config.json") or p == str(target) for p in seen if p.startswith(str(target))
+    )
+
+
+def test_the_request_is_frozen_and_built_from_flat_options() -> None:
+    request = VerifyRequest.build(
+        target="t", level="target", token_ids=[[1, 2]], probe_steps=4, select="ec1,EC2", device="cpu", dtype="float32"
+    )
+    assert request.target == Path("t") and request.select == ("EC1", "EC2")
+    assert request.probe == ProbeRequest(token_ids=((1, 2),), steps=4)
+    assert request.compute == ComputeRequest("cpu", "float32")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.level = "static"  # type: ignore[misc]
+    assert "secret" not in repr(VerifyRequest(hub_token="secret"))
+
+
+def test_validate_raises_every_kind_of_usage_error_as_usage_error(tmp_path: Path) -> None:
+    from eagle_convert.real_engine.served import AttachedServer
+
+    bad = [
+        VerifyRequest(level="nope"),
+        VerifyRequest(fail_level="info"),
+        VerifyRequest(select=("XX",)),
+        VerifyRequest(probe=ProbeRequest(oracle="other"), level="target", target=tmp_path),
+        VerifyRequest(engine_run=AttachedServer("ftp://h:1"), target=tmp_path),
+        VerifyRequest(engine_run=InProcessEngine(args=("a=1",))),
+        VerifyRequest(probe=ProbeRequest(prompts=tmp_path / "p.txt")),
+    ]
+    for request in bad:
+        with pytest.raises(UsageError):
+            request.validate()
+
+
+def test_engine_url_implies_the_engine_level(tmp_path: Path) -> None:
+    from eagle_convert.real_engine.served import AttachedServer
+
+    (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    checked = VerifyRequest(engine_run=AttachedServer("http://127.0.0.1:9/"), target=tmp_path).validate()
+    assert checked.level == "engine" and checked.server is not None and checked.server.url == "http://127.0.0.1:9"
+    assert checked.target_config is not None and checked.target_config.vocab_size == TARGET_CONFIG["vocab_size"]
+
+
+def test_cli_defaults_are_the_requests_constants() -> None:
+    """One default per option: the verify command's defaults are the request's named constants."""
+    import inspect
+
+    from eagle_convert.cli.verify_cmd import verify
+
+    defaults = {name: p.default.default for name, p in inspect.signature(verify).parameters.items()}
+    probe, compute, engine = ProbeRequest(), ComputeRequest(), InProcessEngine()
+    assert defaults["probe_steps"] == probe.steps and defaults["probe_positions"] == probe.positions
+    assert defaults["probe_text"] == probe.text
+    assert defaults["device"] == compute.device and defaults["dtype"] == compute.dtype
+    assert defaults["engine_tokens"] == engine.new_tokens
+    assert defaults["level"] == VerifyRequest().level
