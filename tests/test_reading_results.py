@@ -65,24 +65,13 @@ def test_p_values_read_as_numbers_and_underflow_says_so() -> None:
 
 
 def test_the_engine_run_says_which_text_each_acceptance_length_is_on() -> None:
-    run = {
-        "engine": "vllm",
-        "version": "0.32.0",
-        "runner": "v1",
-        "prompts": 4,
-        "tokens": 256,
-        "drafts": 190,
-        "mean_acceptance_length": 1.395,
-        "probe_acceptance_length": 1.395,
-        "probe_same_text": True,
-        "acceptance_per_position": [0.3, 0.08, 0.01],
-        "lossless": True,
-        "hidden_states": [4, 13, 25],
-        "flags": {"norm_output": False},
-        "load_s": 10.0,
-        "generate_s": 5.0,
-        "peak_rss_mib": 2000.0,
-    }
+    from eagle_convert.real_engine.base import EngineObservation
+    from eagle_convert.real_engine.record import InProcessRun
+
+    outputs = [[1] * 64] * 4
+    seen = EngineObservation(Path("d"), "vllm", "0.32.0", "v1", None, None, {"norm_output": False}, 190, 570, 75,
+                             [57, 15, 2], outputs, outputs, None, 10.0, 5.0, 2000.0)  # fmt: skip
+    run = InProcessRun(seen, [4, 13, 25], "fed", probe_acceptance_length=1.395, probe_same_text=True)
     out = io.StringIO()
     render.render_engine_run(run, Console(file=out, width=300, no_color=True), PROBE_RESULT)
     lines = {line.split("  ")[1].strip(): line for line in out.getvalue().splitlines() if line.startswith("  ")}

@@ -15,7 +15,7 @@ from eagle_convert.read.digest import FileDigest
 from eagle_convert.render.formats import github_annotations, markdown_summary, to_json, to_junit, to_sarif
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.report import CheckOutcome, VerifyReport
+from eagle_convert.verify.report import CheckOutcome, ReportError, VerifyReport
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "eagle_convert" / "schemas"
@@ -71,7 +71,7 @@ def error_report(tmp_path: Path) -> VerifyReport:
         engine="vllm",
         fail_level="warning",
         status="error",
-        error={"message": "No config.json in the directory.", "hint": "Pass the draft directory.", "exit_code": 2},
+        error=ReportError("No config.json in the directory.", "Pass the draft directory.", 2),
     )
 
 

@@ -119,7 +119,8 @@ def _findings(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, **answer
     monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
     settings = engine_level.EngineSettings(engine="sglang", token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
-    found, run = engine_level.engine_findings(draft, spec, target, lambda r: True, settings, None)
+    found, record = engine_level.engine_findings(draft, spec, target, lambda r: True, settings, None)
+    run = record.to_dict()
     assert run["acceptance_measured"] is False and run["probe_acceptance_length"] is None
     return found
 

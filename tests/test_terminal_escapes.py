@@ -192,28 +192,16 @@ def test_forced_colour_sends_colour_codes_and_nothing_else(here: Path, command: 
 
 def test_a_servers_strings_in_the_engine_table_are_escaped(here: Path) -> None:
     """What a served engine answers (its version, the draft it serves, its metric names) is input too."""
-    run = {
-        "engine": "vllm",
-        "version": f"0.33{FORGED}{CLEAR}",
-        "prompts": 2,
-        "tokens": 8,
-        "mean_acceptance_length": 1.5,
-        "drafts": 4,
-        "acceptance_per_position": [0.5],
-        "generate_s": 1.0,
-        "probe_acceptance_length": None,
-        "not_observed": [f"the\u2028server{TITLE}"],
-        "server": {
-            "url": "http://127.0.0.1:1/\x1b]8;;http://evil\x1b\\",
-            "measured_from": f"metrics{RED}",
-            "concurrency": 1,
-            "method": f"eagle3{FORGED}",
-            "num_speculative_tokens": 3,
-            "draft_identity": f"served\x9b2J{FORGED}",
-            "draft_identity_note": "\u202eeton",
-            "foreign_traffic": [{"counter": f"c{CLEAR}", "observed": 2.0, "expected": 1.0}],
-        },
-    }
+    from eagle_convert.real_engine.attach import AttachedRun, CounterMove, ServerInfo
+    from eagle_convert.real_engine.record import ServedRun
+
+    info = ServerInfo("http://127.0.0.1:1/\x1b]8;;http://evil\x1b\\", "vllm", f"0.33{FORGED}{CLEAR}", "t", None, True,
+                      f"eagle3{FORGED}", None, 3, ["/metrics"])  # fmt: skip
+    measured = AttachedRun(
+        info, 2, 4, 1, [[1] * 4] * 2, 4, 12, 2, [2, 0, 0], 1.5, [0.5], f"metrics{RED}",
+        [CounterMove(f"c{CLEAR}", 1.0, 2.0)], f"served\x9b2J{FORGED}", "\u202eeton", 1.0,
+    )  # fmt: skip
+    run = ServedRun(measured, probe_not_run=f"the\u2028server{TITLE}")
     with _streams() as (out, _err):
         render_engine_run(run, stdout_console())
     text = out.getvalue().decode("utf-8")

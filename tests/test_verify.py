@@ -29,6 +29,7 @@ NOT_IN_CORPUS = {"EC004", "EC005", "EC701", "EC702", "EC711", "EC712", "EC713", 
 NOT_IN_CORPUS |= {"EC721", "EC722", "EC723"}  # need an engine: tests/test_engine_level.py
 NOT_IN_CORPUS |= {"EC724", "EC725"}  # read off the module an engine built: tests/test_sglang_load.py
 NOT_IN_CORPUS |= {"EC726", "EC727"}  # need a running server: tests/test_engine_url.py
+NOT_IN_CORPUS |= {"EC728"}  # an engine that refuses the draft: tests/test_engine_run_types.py
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from typing import Any
 from eagle_convert.real_engine.base import EngineObservation, EngineRequest, run_worker
 
 WORKER = "eagle_convert.real_engine.vllm_worker"
+REFUSED = "vLLM refused to load the draft (the target alone starts with the same settings): nothing was decoded"
 
 
 THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
@@ -91,7 +92,7 @@ def _observation(raw: dict[str, Any], run: dict[str, Any]) -> EngineObservation:
         accepted_tokens=int(counters.get("spec_decode_num_accepted_tokens", 0)),
         accepted_per_position=[int(x) for x in counters.get("spec_decode_num_accepted_tokens_per_pos", [])],
         outputs=run["outputs"],
-        baseline_outputs=raw.get("baseline_outputs"),
+        baseline_outputs=None if run.get("refused") else raw.get("baseline_outputs"),
         capture_path=Path(capture) if capture else None,
         load_s=float(run.get("load_s", 0.0)),
         generate_s=float(run.get("generate_s", 0.0)),
@@ -99,4 +100,6 @@ def _observation(raw: dict[str, Any], run: dict[str, Any]) -> EngineObservation:
         extra={"runner_class": run.get("runner_class"), "capture_rows": run.get("capture_rows")},
         settings=run.get("settings"),
         not_observed=list(run.get("not_observed", [])),
+        not_measured=REFUSED if run.get("refused") else None,
+        refused=run["refused"]["message"] if run.get("refused") else None,
     )

@@ -22,6 +22,11 @@ It runs greedy generation with the draft and reads the spec-decode counters from
 measured run, then prefills the first prompt with its continuation to capture the draft's inputs. Each draft of the
 request gets its own engine, one after the other. With ``baseline`` it finally runs the target alone on the same
 prompts, to tell whether speculation changed the output.
+
+When vLLM refuses to start with a draft (its loader has no parameter for a tensor, the target class cannot capture
+aux states...), the worker starts the target alone with the same settings (:func:`_refusal`): if that starts, the
+refusal is the draft's, written as the run's ``refused`` (a finding, EC728); if not, or the failure is the machine's
+(memory, files, imports), it is raised and the process fails (the environment, exit 2).
 """
 
 from __future__ import annotations
@@ -327,7 +332,10 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
 
     started = time.perf_counter()
     draft_request = {**request, "draft": draft_dir}
-    llm = _engine(draft_request, with_draft=True)
+    try:
+        llm = _engine(draft_request, with_draft=True)
+    except Exception as exc:  # noqa: BLE001 (a refusal of the draft is the observation: _refusal tells them apart)
+        return _refusal(request, draft_dir, exc, time.perf_counter() - started)
     loaded = time.perf_counter()
     before = _counters(llm)
     outputs = _generate(llm, request["prompts"], request["max_tokens"])
@@ -375,6 +383,39 @@ def _one_draft(request: dict[str, Any], draft_dir: str, capture_path: str) -> di
     return result
 
 
+# failures that say nothing about the draft: the machine or the installation (exit 2, never a finding)
+_ENVIRONMENT = (MemoryError, OSError, ImportError)
+
+
+def _refusal(request: dict[str, Any], draft_dir: str, exc: Exception, load_s: float) -> dict[str, Any]:
+    """The run of a draft vLLM refused to load at start-up: its exception, when the target alone starts with the same
+    settings (the refusal is then the draft's or its config's). A failure of the environment, or one the target alone
+    repeats, is raised as it was (the runner reports it as the engine failing, exit 2)."""
+    if isinstance(exc, _ENVIRONMENT) or type(exc).__name__ == "OutOfMemoryError":
+        raise exc
+    runner = _SEEN.get("runner", "unknown")
+    _SEEN.clear()
+    _release()
+    try:
+        alone = _engine(request, with_draft=False)
+    except Exception as failure:  # not the draft: the original error goes on, this one as its cause
+        raise exc from failure
+    del alone
+    _SEEN.clear()
+    _release()
+    print(f"[eagle-convert] vLLM refused the draft; the target alone starts: {_one_line(exc)}", file=sys.stderr)
+    return {
+        "draft": draft_dir,
+        "runner": runner,
+        "refused": {"error": type(exc).__name__, "message": _one_line(exc)},
+        "outputs": [],
+        "load_s": round(load_s, 3),
+        "generate_s": 0.0,
+        "settings": None,
+        "not_observed": [],
+    }
+
+
 def _release() -> None:
     """Tear one engine down so that the next one in this process starts clean."""
     from vllm.distributed import cleanup_dist_env_and_memory
@@ -396,7 +437,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         for i, draft in enumerate(request["drafts"])
     ]
     result: dict[str, Any] = {"engine": "vllm", "version": vllm.__version__, "runs": runs}
-    if request.get("baseline"):
+    if request.get("baseline") and not all("refused" in r for r in runs):  # nothing to compare a refusal with
         alone = _engine(request, with_draft=False)
         result["baseline_outputs"] = _generate(alone, request["prompts"], request["max_tokens"])
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, assert_never
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the reports' modules are imported by the commands that make
     from eagle_convert.inspect_api import InspectReport
     from eagle_convert.normalize.plan import NormalizeReport
     from eagle_convert.probe.result import ProbeResult
+    from eagle_convert.real_engine.record import EngineRun, InProcessRun, LoadOnlyRun, ServedRun
     from eagle_convert.verify.report import VerifyReport
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -491,7 +492,7 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
                 "pass --target PATH (its config.json is enough for static checks)."
             )
         )
-    if report.engine_run:
+    if report.engine_run is not None:
         render_engine_run(report.engine_run, console, report.probe.result if report.probe is not None else None)
     if verbosity > 0:
         console.print(detail.checks_table(report))
@@ -514,113 +515,140 @@ def _render_not_run(checks: list[dict[str, Any]], console: Console) -> None:
     console.print(table)
 
 
-def render_engine_run(run: dict[str, Any], console: Console, probe: ProbeResult | None = None) -> None:
-    """The engine level's table: what the engine measured and what it fed the draft; each acceptance length says
-    which text it was measured on (the probe table's, above, is on other text than the engine run)."""
-    if run.get("acceptance_measured") is False:
-        render_engine_load(run, console)
-        return
-    if run.get("server") is not None:
-        render_engine_server(run, console, probe)
-        return
+def render_engine_run(run: EngineRun, console: Console, probe: ProbeResult | None = None) -> None:
+    """The engine level's table, one per kind of run: what the engine measured and what it fed the draft; each
+    acceptance length says which text it was measured on (the probe table's, above, is on other text than the
+    engine run)."""
+    from eagle_convert.real_engine.record import InProcessRun, LoadOnlyRun, ServedRun
+
+    match run:
+        case LoadOnlyRun():
+            render_engine_load(run, console)
+        case ServedRun():
+            render_engine_server(run, console, probe)
+        case InProcessRun():
+            render_engine_in_process(run, console, probe)
+        case _:
+            assert_never(run)
+
+
+def render_engine_in_process(run: InProcessRun, console: Console, probe: ProbeResult | None = None) -> None:
+    """A run the engine decoded in its own environment: acceptance, the probe on the same run, the fed states."""
+    o = run.observation
+    prompts, tokens = len(o.outputs), sum(len(out) for out in o.outputs)
     table = Table(
-        title=f"Engine run: {run['engine']} {run['version']} (runner {run['runner']}), {run['prompts']} prompts, "
-        f"{run['tokens']} tokens, greedy",
+        title=f"Engine run: {o.engine} {o.version} (runner {o.runner}), {prompts} prompts, {tokens} tokens, greedy",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_header=False,
     )
     table.add_column("what", no_wrap=True)
     table.add_column("value", overflow="fold")
-    per_position = " / ".join(f"{r:.3f}" for r in run["acceptance_per_position"]) or "-"
-    lossless = {True: "yes", False: "NO", None: "not checked"}[run["lossless"]]
-    fed = f"hs{run['hidden_states']}" if run["hidden_states"] is not None else "not captured"
-    flags = ", ".join(f"{k} {str(v).lower()}" for k, v in run["flags"].items() if isinstance(v, bool)) or "-"
+    doc = run.to_dict()
+    per_position = " / ".join(f"{r:.3f}" for r in doc["acceptance_per_position"]) or "-"
+    lossless = {True: "yes", False: "NO", None: "not checked"}[doc["lossless"]]
+    fed = f"hs{run.hidden_states}" if run.hidden_states is not None else "not captured"
+    flags = ", ".join(f"{k} {str(v).lower()}" for k, v in o.flags.items() if isinstance(v, bool)) or "-"
     rows = (
         (
             "mean acceptance length",
-            f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts: the engine on its {run['prompts']} "
-            f"prompts, {run['tokens']} new tokens",
+            f"{run.mean_acceptance_length:.3f} over {o.drafts} drafts: the engine on its {prompts} prompts, {tokens} "
+            "new tokens",
         ),
-        ("the probe on the same run", _same_run(run)),
+        ("the probe on the same run", _same_run(run.probe_acceptance_length, run.probe_same_text)),
         *_probe_elsewhere(probe),
         ("accept rate per position", per_position),
         ("output equals target alone", lossless),
         ("hidden states fed to the draft", fed),
         ("flags the engine built", flags),
-        ("load / generate", f"{run['load_s']:.1f} s / {run['generate_s']:.1f} s"),
-        ("engine peak memory", f"{run['peak_rss_mib']:.0f} MiB RSS"),
-        *(("not observed", line) for line in run.get("not_observed") or ()),
+        ("load / generate", f"{o.load_s:.1f} s / {o.generate_s:.1f} s"),
+        ("engine peak memory", f"{o.peak_rss_mib:.0f} MiB RSS"),
+        *(("not observed", line) for line in o.not_observed),
     )
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
 
 
-def render_engine_server(run: dict[str, Any], console: Console, probe: ProbeResult | None = None) -> None:
+def render_engine_server(run: ServedRun, console: Console, probe: ProbeResult | None = None) -> None:
     """The engine level against a running server (--engine-url): what the server measured for this run, which
     draft it serves, other clients' traffic, and what a client cannot observe."""
-    server = run["server"]
+    m, server = run.measured, run.measured.server
     table = Table(
-        title=f"Engine run on a server: {run['engine']} {run['version']} at {server['url']}, {run['prompts']} prompts, "
-        f"{run['tokens']} tokens, greedy",
+        title=f"Engine run on a server: {server.engine} {server.version} at {server.url}, {m.prompts} prompts, "
+        f"{sum(len(o) for o in m.outputs)} tokens, greedy",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_header=False,
     )
     table.add_column("what", no_wrap=True)
     table.add_column("value", overflow="fold")
-    per_position = " / ".join(f"{r:.3f}" for r in run["acceptance_per_position"]) or "-"
-    foreign = "; ".join(
-        f"{m['counter']} moved {m['observed']:g}, this run {m['expected']:g}" for m in server["foreign_traffic"]
+    per_position = " / ".join(f"{r:.3f}" for r in m.acceptance_per_position) or "-"
+    foreign = "; ".join(f"{c.counter} moved {c.observed:g}, this run {c.expected:g}" for c in m.foreign_traffic)
+    k = server.num_speculative_tokens
+    same_run = (
+        _same_run(run.probe_acceptance_length, run.probe_same_text)
+        if run.probe_not_run is None
+        else f"not run: {run.probe_not_run}"
     )
-    k = server["num_speculative_tokens"]
     rows = (
         (
             "mean acceptance length",
-            f"{run['mean_acceptance_length']:.3f} over {run['drafts']} drafts ({server['measured_from']}; "
-            f"{server['concurrency']} requests in flight at most)",
+            f"{m.mean_acceptance_length:.3f} over {m.drafts} drafts ({m.measured_from}; "
+            f"{m.concurrency} requests in flight at most)",
         ),
-        (
-            "the probe on the same run",
-            _same_run(run) if run.get("probe_not_run") is None else f"not run: {run['probe_not_run']}",
-        ),
+        ("the probe on the same run", same_run),
         *_probe_elsewhere(probe),
         ("accept rate per position", per_position),
-        ("speculative settings", f"{server['method'] or '?'}, {k if k is not None else '?'} draft tokens per step"),
-        ("draft served", f"{server['draft_identity']}: {server['draft_identity_note']}"),
+        ("speculative settings", f"{server.method or '?'}, {k if k is not None else '?'} draft tokens per step"),
+        ("draft served", f"{m.draft_identity}: {m.draft_identity_note}"),
         ("other traffic", foreign or "none: the counters moved by this run's requests only"),
-        ("requests", f"{run['generate_s']:.1f} s"),
-        *(("not observed", line) for line in run.get("not_observed") or ()),
+        ("requests", f"{m.wall_s:.1f} s"),
+        *(("not observed", line) for line in run.not_observed),
     )
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
 
 
-def render_engine_load(run: dict[str, Any], console: Console) -> None:
+def render_engine_load(run: LoadOnlyRun, console: Console) -> None:
     """An engine run that loaded the draft and set up the capture without decoding (SGLang on a CPU): what the
-    engine read and built, where each file tensor went, and why acceptance was not measured."""
-    built = run.get("built_draft") or {}
+    engine read and built, where each file tensor went, and why acceptance was not measured; or an engine that
+    refused the draft (EC728): its own error."""
+    o = run.observation
+    if run.refused is not None:
+        table = Table(
+            title=f"Engine load: {o.engine} {o.version} refused the draft; acceptance not measured",
+            title_justify="left",
+            caption=o.not_measured,
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_header=False,
+        )
+        table.add_column("what", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_row("the engine's error", run.refused)
+        table.add_row("load", f"{o.load_s:.1f} s until the refusal")
+        console.print(table)
+        return
+    built = o.built or {}
     table = Table(
-        title=f"Engine load: {run['engine']} {run['version']}, target {run.get('target_class') or '?'}; "
-        "acceptance not measured",
+        title=f"Engine load: {o.engine} {o.version}, target {o.target_class or '?'}; acceptance not measured",
         title_justify="left",
-        caption=run.get("not_measured"),
+        caption=o.not_measured,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_header=False,
     )
     table.add_column("what", no_wrap=True)
     table.add_column("value", overflow="fold")
-    ids = run.get("requested_layers")
-    states = run.get("hidden_states")
-    tensors = run.get("tensors") or {}
-    dropped = run.get("dropped_tensors") or []
+    ids = o.requested_layers
+    tensors = o.tensors or {}
+    dropped = run.dropped_tensors or []
     hot = built.get("hot_token_id")
     rows = (
         ("ids the engine read", str(ids) if ids is not None else "none: the engine's defaults"),
-        ("hidden states it captures", f"hs{states}" if states is not None else "-"),
+        ("hidden states it captures", f"hs{run.hidden_states}" if run.hidden_states is not None else "-"),
         ("draft class", str(built.get("class", "-"))),
         ("K (fc)", f"{built.get('num_aux')}, fc {built.get('fc_shape')}"),
         (
@@ -631,23 +659,23 @@ def render_engine_load(run: dict[str, Any], console: Console) -> None:
         ("hot tokens (d2t)", f"{hot}" if hot is not None else "none"),
         ("file tensors loaded", f"{len(tensors) - len(dropped)} of {len(tensors)}"),
         ("dropped", ", ".join(dropped) or "none"),
-        ("load", f"{run['load_s']:.1f} s, engine peak memory {run['peak_rss_mib']:.0f} MiB RSS"),
+        ("load", f"{o.load_s:.1f} s, engine peak memory {o.peak_rss_mib:.0f} MiB RSS"),
     )
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
 
 
-def _same_run(run: dict[str, Any]) -> str:
-    if run.get("probe_acceptance_length") is None:
+def _same_run(acceptance_length: float | None, same_text: bool | None) -> str:
+    if acceptance_length is None:
         return "not measured (the reference forward cannot run this draft)"
     text = (
         "the same text as the engine's"
-        if run.get("probe_same_text")
+        if same_text
         else "the reference target's greedy text, which differs from the engine's in places"
     )
     return (
-        f"{run['probe_acceptance_length']:.3f}: the reference forward on the same prompts and new tokens, {text}; "
+        f"{acceptance_length:.3f}: the reference forward on the same prompts and new tokens, {text}; "
         "equal to the engine's when the engine runs the draft as the weights need"
     )
 

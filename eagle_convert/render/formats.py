@@ -122,13 +122,12 @@ def to_sarif(report: VerifyReport) -> dict[str, Any]:
         artifacts.append(artifact)
     invocation: dict[str, Any] = {"executionSuccessful": report.status != "error"}
     if report.status == "error":
-        error = report.error or {}
-        text = str(error.get("message") or "The checkpoint could not be verified.")
-        if error.get("hint"):
-            text += f" Hint: {error['hint']}"
+        text = _error_message(report)
+        if report.error is not None and report.error.hint:
+            text += f" Hint: {report.error.hint}"
         invocation["toolExecutionNotifications"] = [{"level": "error", "message": {"text": text}}]
-    if report.error is not None and "exit_code" in report.error:
-        invocation["exitCode"] = report.error["exit_code"]
+    if report.error is not None:
+        invocation["exitCode"] = report.error.exit_code
     run: dict[str, Any] = {
         "tool": {
             "driver": {
@@ -153,6 +152,11 @@ def to_sarif_text(report: VerifyReport) -> str:
 
 
 # --- JUnit -------------------------------------------------------------------------------------------------------
+
+
+def _error_message(report: VerifyReport) -> str:
+    """The message of the error a report stopped at (``status`` "error"), or a stand-in when it carries none."""
+    return report.error.message if report.error is not None else "The checkpoint could not be verified."
 
 
 def _xml_text(text: str) -> str:
@@ -206,12 +210,10 @@ def to_junit(report: VerifyReport) -> str:
             ET.SubElement(case, "system-out").text = _xml_text("\n".join(_finding_line(f) for f in findings))
     if report.status == "error":
         errors += 1
-        error = report.error or {}
         case = ET.SubElement(suite, "testcase", classname=f"{TOOL}.input", name="input")
-        message = str(error.get("message") or "The checkpoint could not be verified.")
-        element = ET.SubElement(case, "error", message=_xml_text(message), type="input")
-        if error.get("hint"):
-            element.text = _xml_text(f"Hint: {error['hint']}")
+        element = ET.SubElement(case, "error", message=_xml_text(_error_message(report)), type="input")
+        if report.error is not None and report.error.hint:
+            element.text = _xml_text(f"Hint: {report.error.hint}")
     counts = {"tests": str(len(suite)), "failures": str(failures), "errors": str(errors), "skipped": str(skipped)}
     suite.attrib.update(counts)
     root = ET.Element("testsuites", {"name": f"{TOOL} verify", **counts})
@@ -255,8 +257,7 @@ def github_annotations(report: VerifyReport, *, cwd: str | None = None) -> str:
         command = _GITHUB_COMMAND.get(finding.severity, "warning")
         lines.append(f"::{command} {','.join(props)}::{_escape_data(finding.message)}")
     if report.status == "error":
-        error = report.error or {}
-        message = str(error.get("message") or "The checkpoint could not be verified.")
+        message = _error_message(report)
         lines.append(f"::error title={_escape_property(f'{TOOL} verify')}::{_escape_data(message)}")
     return _lines(lines)
 
@@ -282,7 +283,7 @@ def to_concise(report: VerifyReport, *, named: bool = False) -> str:
         mark = " [*]" if fixable(f.rule_id, report.findings) else ""
         lines.append(f"{where}{pointer}: {f.rule_id}{mark} {f.severity} {' '.join(f.message.split())}")
     if report.status == "error":
-        lines.append(f"{report.path}: error: {(report.error or {}).get('message', 'could not be verified')}")
+        lines.append(f"{report.path}: error: {report.error.message if report.error else 'could not be verified'}")
     else:
         s = report.summary()
         lines.append(
@@ -337,10 +338,9 @@ def markdown_summary(report: VerifyReport) -> str:
     )
     out.append("")
     if report.status == "error":
-        error = report.error or {}
-        out.append(f"> **Error:** {_md_cell(str(error.get('message') or 'The checkpoint could not be verified.'))}")
-        if error.get("hint"):
-            out.append(f"> **Hint:** {_md_cell(str(error['hint']))}")
+        out.append(f"> **Error:** {_md_cell(_error_message(report))}")
+        if report.error is not None and report.error.hint:
+            out.append(f"> **Hint:** {_md_cell(report.error.hint)}")
         out.append("")
 
     out += ["### Findings", ""]

@@ -807,6 +807,22 @@ _RULES = (
         ),
         level="engine",
     ),
+    Rule(
+        "EC728",
+        "engine-refused-draft",
+        "error",
+        summary=(
+            "Run in the engine, the release refused to start with the draft (the finding quotes the engine's own "
+            "error) while the target alone starts with the same settings: the refusal is the draft's or its "
+            "config's, and the draft cannot be served as it is. A failure the target alone repeats, or one of the "
+            "machine (memory, files, the installation), is not a finding: verify could not run the engine (exit 2)."
+        ),
+        fix=(
+            "read the engine's message; the static findings of the same run often predict it and say what to change "
+            "(EC412: a tensor the loader has no parameter for; EC111: a target class that cannot capture aux states)"
+        ),
+        level="engine",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -10,8 +10,10 @@ from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import fix_fields
 from eagle_convert.version import SCHEMA_VERSION, __version__
 
-if TYPE_CHECKING:  # the probe's types; a static verify never imports the probe
+if TYPE_CHECKING:  # the probe's and the engine's types; a static verify imports neither
+    from eagle_convert.errors import EagleConvertError
     from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.real_engine.record import EngineRun
 
 TOOL = "eagle-convert"
 TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
@@ -25,6 +27,22 @@ class CheckOutcome:
     reason: str = ""  # why it was skipped (level, engine, selection, missing input)
 
 
+@dataclass(frozen=True)
+class ReportError:
+    """Why a checkpoint could not be verified (the typed error verify stopped at): the report's ``error``."""
+
+    message: str
+    hint: str | None
+    exit_code: int  # 2: bad input, usage or the engine failing; 3: nothing to check
+
+    @classmethod
+    def of(cls, exc: EagleConvertError) -> ReportError:
+        return cls(exc.message, exc.hint, exc.exit_code)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "hint": self.hint, "exit_code": self.exit_code}
+
+
 @dataclass
 class VerifyReport:
     path: str
@@ -35,10 +53,10 @@ class VerifyReport:
     findings: list[Finding] = field(default_factory=list)
     checks: list[CheckOutcome] = field(default_factory=list)
     files: list[FileDigest] = field(default_factory=list)
-    error: dict[str, Any] | None = None  # {"message", "hint", "exit_code"} when the input could not be verified
+    error: ReportError | None = None  # when the input could not be verified
     revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
     probe: ProbeReport | None = None  # the acceptance probe (--level target)
-    engine_run: dict[str, Any] | None = None  # the draft measured in a real engine (--level engine)
+    engine_run: EngineRun | None = None  # the draft measured in a real engine, or on a server (--level engine)
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -58,7 +76,7 @@ class VerifyReport:
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
             "findings": [{**f.verify_json(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
-            "error": self.error,
+            "error": self.error.to_dict() if self.error is not None else None,
             "probe": self.probe.to_dict() if self.probe is not None else None,
-            "engine_run": self.engine_run,
+            "engine_run": self.engine_run.to_dict() if self.engine_run is not None else None,
         }
