@@ -1,8 +1,10 @@
 """An engine that fails: the error leads with the engine's own last error line, whole, names the kept log, and exits
 2 with or without EAGLE_CONVERT_DEBUG (which adds the traceback and streams the engine's log).
 
-The engine is a fake engine Python (a script that prints what vLLM prints when it refuses a draft and exits 1), chosen
-as a user chooses a real one: --engine-python / $EAGLE_CONVERT_ENGINE_PYTHON.
+The engine is a fake engine Python (a script that prints what vLLM prints when it refuses a draft and exits 1 without a
+result: a worker that died, as the real worker does when the target alone fails too), chosen as a user chooses a real
+one: --engine-python / $EAGLE_CONVERT_ENGINE_PYTHON. A refusal the worker reports (the target alone starts) is a
+finding, EC728, not a failure: tests/test_engine_run_types.py.
 """
 
 from __future__ import annotations
