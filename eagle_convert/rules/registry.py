@@ -812,10 +812,8 @@ _RULES = (
         "engine-refused-draft",
         "error",
         summary=(
-            "Run in the engine, the release refused to start with the draft (the finding quotes the engine's own "
-            "error) while the target alone starts with the same settings: the refusal is the draft's or its "
-            "config's, and the draft cannot be served as it is. A failure the target alone repeats, or one of the "
-            "machine (memory, files, the installation), is not a finding: verify could not run the engine (exit 2)."
+            "The engine refused to start with the draft (its own error, quoted) while the target alone starts with "
+            "the same settings: the draft cannot be served as it is."
         ),
         fix=(
             "read the engine's message; the static findings of the same run often predict it and say what to change "
