@@ -125,16 +125,18 @@ def test_engine_failure_exits_2_with_and_without_debug(
     """The CLI's rendering of the engine level's failure (the reference probe before it is replaced by the engine
     run alone, so that this runs without torch): `Error:` with the cause, `Hint:` with the log; the traceback only
     with the debug variable; exit 2 either way (1 would mean findings)."""
+    import eagle_convert.verify.request as request
     import eagle_convert.verify.run as run
     from eagle_convert.cli.main import main
 
-    def engine_level_only(path: str, **kwargs: object) -> object:
-        settings = kwargs["engine_settings"]
+    def engine_level_only(path: str, checked: request.CheckedRequest, hooks: object) -> object:
+        settings = checked.engine_settings
         assert isinstance(settings, EngineSettings)
         observe(fx / "targets" / "target-llama", [Path(path)], [[1, 2, 3]], settings, tmp_path)
         raise AssertionError("the fake engine cannot succeed")
 
     monkeypatch.setattr(run, "verify_checkpoint", engine_level_only)
+    monkeypatch.setattr(request, "has_weights", lambda target: True)  # the config-only target passes the request
     if debug:
         monkeypatch.setenv("EAGLE_CONVERT_DEBUG", "1")
     else:
