@@ -343,14 +343,13 @@ def reference_run_of(
     ``--aux-convention auto`` probes the same pair and can size its run with it too."""
     from eagle_convert.reference.budget import reference_run
 
-    aux = spec.aux.hidden_state_indices or spec.aux.ids or [0, 0, 0]
     target_tensors = None
     if target_cfg is not None and target_weights is not None:
         target_tensors = {n: target_weights.shape(n) or () for n in target_weights.names()}
     return reference_run(
         {name: info.shape for name, info in ckpt.tensors.items()},
         spec.vocab.draft_vocab_size or spec.vocab.vocab_size or 0,
-        len(aux),
+        spec.num_aux_hidden_states,
         target_cfg.raw if target_cfg is not None else None,
         target_tensors,
         token_ids,
