@@ -207,6 +207,9 @@ class VerifyRequest:
         if self.probe.token_ids_file is not None:
             token_ids = read_token_ids(self.probe.token_ids_file)
         prompts = read_prompts(self.probe.prompts) if self.probe.prompts is not None and token_ids is None else None
+        engine_settings = None
+        if level == "engine" and server is None:
+            engine_settings = _engine_settings(in_process or InProcessEngine(), releases)
         torch_here = _torch_here()
         if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
@@ -221,9 +224,6 @@ class VerifyRequest:
                 hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
                 "config-only target",
             )
-        engine_settings = None
-        if level == "engine" and server is None:
-            engine_settings = _engine_settings(in_process or InProcessEngine(), releases)
         target_cfg = TargetConfig.from_path(self.target) if self.target is not None else None  # not a draft
         if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
             check_token_ids(token_ids, target_cfg.vocab_size)
