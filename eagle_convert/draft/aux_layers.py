@@ -12,13 +12,14 @@ its record's business (``eagle_convert.releases``), and the report gives both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-# the one default capture lives with the ids key (read/config.py); re-exported for this module's callers
+# the one default capture and the one SHIFT table live with the ids key (read/config.py); re-exported here
+from eagle_convert.read.config import SHIFT as SHIFT
 from eagle_convert.read.config import default_hidden_states as default_hidden_states
+from eagle_convert.read.config import id_of, state_of
 
-CONVENTIONS = ("output-of", "input-to")
+CONVENTIONS = tuple(SHIFT)  # ("output-of", "input-to")
 
 # Producers whose ids always follow one convention, so provenance alone decides it.
 PRODUCER_CONVENTION = {
@@ -30,17 +31,14 @@ PRODUCER_CONVENTION = {
 # Producers known to train with the default capture when their config carries no ids.
 TRAINS_WITH_DEFAULTS = frozenset({"eagle", "specforge", "angelslim"})
 
-SHIFT: dict[str, Callable[[int], int]] = {"output-of": lambda x: x + 1, "input-to": lambda x: x}
-
-
 def to_hidden_states(ids: list[int], convention: str) -> list[int]:
     """HF hidden_states indices that ``ids`` select under ``convention``, in capture (ascending) order."""
-    return sorted({SHIFT[convention](x) for x in ids})
+    return sorted({state_of(x, convention) for x in ids})
 
 
 def convert_ids(ids: list[int], source: str, target: str) -> list[int]:
     """Rewrite ids from one convention to the other so they select the same hidden states."""
-    return [x + 1 if (source, target) == ("output-of", "input-to") else x - 1 if source != target else x for x in ids]
+    return [id_of(state_of(x, source), target) for x in ids]
 
 
 @dataclass(frozen=True)
@@ -169,4 +167,4 @@ def _by_declared_states(ids: list[int], key: str, states: list[int]) -> Conventi
 
 def ids_for(hidden_states: list[int], convention: str) -> list[int]:
     """The ids that select ``hidden_states`` under ``convention`` (the inverse of :func:`to_hidden_states`)."""
-    return [j - 1 if convention == "output-of" else j for j in sorted(set(hidden_states))]
+    return [id_of(j, convention) for j in sorted(set(hidden_states))]

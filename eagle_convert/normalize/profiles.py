@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, SPECULATORS_LAYER_KEY
 from eagle_convert.releases import draft_architecture, vllm_qk_norm_architecture
 
@@ -96,7 +97,11 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
     if eagle_config.pop("norm_before_fc", None) is not None:
         reasons["eagle_config.norm_before_fc"] = "written at the top level, where both engines read it"
     if sem.hidden_states is not None and top_ids:
-        put(IDS_KEY, list(sem.hidden_states), "the input-to convention of top-level ids: id j selects hs[j]")
+        put(
+            IDS_KEY,
+            ids_for(sem.hidden_states, "input-to"),
+            "the input-to convention of top-level ids: id j selects hs[j]",
+        )
     elif cfg.pop(IDS_KEY, None) is not None:
         reasons[IDS_KEY] = "this profile's engine does not read top-level ids"
     if sem.hidden_states is not None and nested_ids and sem.sglang_ids is not None:
@@ -157,7 +162,7 @@ def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[
         "norm_output": sem.norm_output,
     }
     if sem.hidden_states is not None:
-        out[IDS_KEY] = list(sem.hidden_states)
+        out[IDS_KEY] = ids_for(sem.hidden_states, "input-to")
     for key in ("torch_dtype", "dtype"):
         if key in cfg:
             out[key] = cfg[key]

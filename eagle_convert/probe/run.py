@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from eagle_convert.draft.aux_layers import SHIFT, to_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.mapping import map_key
 from eagle_convert.errors import InputError, UsageError
@@ -118,17 +119,20 @@ def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
     configured = spec.aux.hidden_state_indices
     name = "configured"
     if configured is None and spec.aux.ids:  # ambiguous: measure both readings of the ids
-        configured, name = sorted(set(spec.aux.ids)), "ids as input-to"
+        configured, name = to_hidden_states(spec.aux.ids, "input-to"), "ids as input-to"
     if configured is None:
         configured = default_hidden_states(num_layers)
         name = "engine defaults"
     norm_output = spec.flags.norm_output.value
     out = [Reading(name, tuple(configured), norm_output)]
-    for shift, label in ((1, "ids read as output-of (one layer later)"), (-1, "ids one layer earlier")):
+    gap = SHIFT["output-of"] - SHIFT["input-to"]  # the same ids read in the other convention move by this
+    for shift, label in ((gap, "ids read as output-of (one layer later)"), (-gap, "ids one layer earlier")):
         shifted = tuple(j + shift for j in configured)
         if all(0 <= j <= num_layers for j in shifted):
             out.append(
-                Reading(label if name != "ids as input-to" or shift != 1 else "ids as output-of", shifted, norm_output)
+                Reading(
+                    label if name != "ids as input-to" or shift != gap else "ids as output-of", shifted, norm_output
+                )
             )
     out.append(Reading(f"norm_output {str(not norm_output).lower()}", tuple(configured), not norm_output))
     # SpecForge 0.2.0: norm_output (default true) gates the final norm before lm_head, and training always feeds the
@@ -334,7 +338,7 @@ def measure_convention_on(
             path=Path(spec.config.source).parent,
         )
     norm_output = spec.flags.norm_output.value
-    both = [Reading("input-to", tuple(ids), norm_output), Reading("output-of", tuple(i + 1 for i in ids), norm_output)]
+    both = [Reading(c, tuple(to_hidden_states(ids, c)), norm_output) for c in ("input-to", "output-of")]
     result = run_probe_on(
         draft,
         target,

@@ -60,6 +60,25 @@ def default_hidden_states(num_layers: int, shift: int = 0) -> list[int]:
     return sorted({2 + shift, num_layers // 2 + shift, num_layers - 3 + shift})
 
 
+# The two conventions of aux-layer ids (FORMATS.md section 3), as what id X selects among HF ``hidden_states``
+# (``hs[j]`` = input of 0-based layer j = output of layer j-1): ``output-of``, id X = output of layer X = hs[X+1];
+# ``input-to``, id X = input to layer X = hs[X]. The one place the +-1 between ids and states lives: the draft's
+# reading (draft/aux_layers.py), the engine records' capture rules (releases/), the probe's readings and the model card
+# all derive theirs from it, through :func:`state_of` and :func:`id_of`.
+SHIFT: dict[str, int] = {"output-of": 1, "input-to": 0}
+
+
+def state_of(layer_id: int, convention: str) -> int:
+    """The ``hidden_states`` index aux-layer id ``layer_id`` selects under ``convention``."""
+    return layer_id + SHIFT[convention]
+
+
+def id_of(state: int, convention: str) -> int:
+    """The aux-layer id that selects ``hidden_states`` index ``state`` under ``convention`` (:func:`state_of`'s
+    inverse)."""
+    return state - SHIFT[convention]
+
+
 # Keys that hold the draft layer's own settings in the speculators format.
 SPECULATORS_LAYER_KEY = "transformer_layer_config"
 SPECULATORS_WRAPPER_KEYS = ("speculators_model_type", "speculators_version", "speculators_config")

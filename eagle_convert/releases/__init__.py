@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eagle_convert.errors import UsageError
-from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
 from eagle_convert.releases import sglang, vllm
 from eagle_convert.releases.model import (
     Behaviour,
@@ -290,8 +290,8 @@ def eagle_config_ids_for(
     # N unknown: take the smallest N that has every wanted state below it; output-of ids (max = max(wanted) - 1)
     # never equal N, so rules keyed on "max id == N" read them the same for any larger N
     num_layers = num_layers or max(wanted) + 1
-    for convention, shift in (("output-of", -1), ("input-to", 0)):
-        ids = [j + shift for j in wanted]
+    for convention in ("output-of", "input-to"):  # output-of ids first
+        ids = [id_of(j, convention) for j in wanted]
         if min(ids) < 0:
             continue
         view = engine_view(

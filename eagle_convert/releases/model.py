@@ -13,6 +13,7 @@ from typing import Any
 # one definition each (read/config.py), re-exported for the release records
 from eagle_convert.read.config import IDS_KEY as IDS_KEY
 from eagle_convert.read.config import default_hidden_states as default_hidden_states
+from eagle_convert.read.config import state_of
 
 
 @dataclass(frozen=True)
@@ -285,17 +286,18 @@ def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | Non
         return default_hidden_states(num_layers, capture.defaults_shift) if num_layers else None
     if not ids:
         return []
+    # each rule reads the ids in one of the two conventions (read/config.py SHIFT): "+1" output-of, "as-is" input-to
     if capture.rule == "+1":
-        picked = [x + 1 for x in ids]
+        convention = "output-of"
     elif capture.rule == "+1 if first id is 1":
-        picked = [x + 1 for x in ids] if ids[0] == 1 else list(ids)
+        convention = "output-of" if ids[0] == 1 else "input-to"
     elif capture.rule == "as-is if max id == N else +1":
         if num_layers is None:
             return None
-        picked = list(ids) if max(ids) == num_layers else [x + 1 for x in ids]
+        convention = "input-to" if max(ids) == num_layers else "output-of"
     else:
-        picked = list(ids)
-    return sorted(set(picked))
+        convention = "input-to"
+    return sorted({state_of(x, convention) for x in ids})
 
 
 def ids_at(raw: Mapping[str, Any], *path: str) -> Any:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from eagle_convert.read.config import state_of
 from eagle_convert.releases.model import (
     IDS_KEY,
     Behaviour,
@@ -52,8 +53,9 @@ V1_IDS = _c("v1/worker/gpu_model_runner.py", "5190-5221")
 
 
 def _plus1(value: Any) -> list[int] | None:
+    """DFlash-style ``target_layer_ids`` (the output of layer id) as the hs[] indices they name."""
     ids = int_list(value)
-    return [i + 1 for i in ids] if ids else None
+    return [state_of(i, "output-of") for i in ids] if ids else None
 
 
 def read_ids_v1(raw: Mapping[str, Any], _target: str | None, cite: Cite = V1_IDS) -> tuple[str, list[int] | None, Cite]:
@@ -90,7 +92,7 @@ def read_ids_v2(raw: Mapping[str, Any], _target: str | None) -> tuple[str, list[
     if dspark:
         if raw.get("model_type") == "deepseek_v41":
             return "dspark_target_layer_ids", dspark, V2_IDS
-        return "dspark_target_layer_ids+1", [i + 1 for i in dspark], V2_IDS
+        return "dspark_target_layer_ids+1", [state_of(i, "output-of") for i in dspark], V2_IDS
     if ids := _plus1(raw.get("target_layer_ids")):
         return "target_layer_ids+1", ids, V2_IDS
     for name in ("dflash_config", "eagle_config"):
