@@ -1,6 +1,7 @@
 """One pass (STYLE.md rule 12): ``verify --level target`` opens the draft once, parses its config once, detects once
 (with the target and the declared convention), reads each tensor at most once besides hashing, and reads the
-target's config once; every level gets the same objects."""
+target's config once; every level gets the same objects. ``normalize --aux-convention auto`` likewise opens the draft
+once and detects once (the probe measures on what was opened)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 
 import eagle_convert
 from eagle_convert.draft import detect as detect_module
+from eagle_convert.errors import UsageError
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read import checkpoint as checkpoint_module
 from eagle_convert.read import regular as regular_module
@@ -200,3 +202,64 @@ def test_path_entry_points_still_work(pair: tuple[Path, Path]) -> None:
     assert result.positions == 35 + 18 and result.row("configured").hidden_states == [2, 6, 9]
     predicted = predict_engine_run(draft, target, [TOKENS[0][:5]], 8, steps=2)
     assert predicted.cycles > 0 and len(predicted.outputs[0]) == 8
+
+
+def test_normalize_auto_reads_the_draft_once(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``normalize --aux-convention auto`` opens the draft once, parses its config once and detects once: the probe
+    measures on the draft already opened and detected (and the target's config already read), and the detection
+    under the measured convention is derived from that one detection (before: two opens, three detections)."""
+    from eagle_convert.cli.main import main
+    from eagle_convert.probe import run as probe_run
+
+    draft, target = pair
+    measured = probe_run.measure_convention_on
+    seen: list[object] = []
+
+    def measure(loaded: probe_run.LoadedDraft, *args: Any, **kwargs: Any) -> tuple[str, str]:
+        seen.append(loaded)
+        try:
+            return measured(loaded, *args, **kwargs)
+        except UsageError:  # random weights: the probe cannot tell the conventions apart
+            return "input-to", "measured (stand-in): input-to"
+
+    monkeypatch.setattr(probe_run, "measure_convention_on", measure)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
+    counts = Counts(monkeypatch, draft, target)
+    args = ["normalize", str(draft), str(tmp_path / "out"), "--target", str(target), "--aux-convention", "auto"]
+    code = main([*args, "--token-ids", str(tokens), "--device", "cpu", "--dtype", "float32", "--dry-run", "--json"])
+    assert code == 0
+    assert len(seen) == 1
+    assert counts.calls["draft opened"] == 1
+    assert counts.calls["draft config parsed"] == 1
+    assert counts.calls["detect"] == 1
+    assert counts.calls["target config parsed"] == 1
+    assert counts.calls["draft shard opened"] <= len(list(draft.glob("*.safetensors")))
+    assert max(counts.tensors.values()) == 1, counts.tensors
+
+
+def test_measured_convention_is_derived_from_the_one_detection(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """The spec under a measured convention equals a detection with that convention declared, but for the evidence,
+    and its findings are the declared detection's."""
+    from eagle_convert.draft.detect import detect, with_measured_convention
+    from eagle_convert.read.checkpoint import open_checkpoint
+
+    draft, target = pair
+    ambiguous = tmp_path / "ambiguous"
+    shutil.copytree(draft, ambiguous)
+    config = json.loads((ambiguous / "config.json").read_text())
+    for key in ("eagle_convert", "eagle_config"):
+        config.pop(key)
+    config["eagle_aux_hidden_state_layer_ids"] = [3, 5, 8]
+    (ambiguous / "config.json").write_text(json.dumps(config))
+    ckpt, target_cfg = open_checkpoint(ambiguous), TargetConfig.from_path(target)
+    plain = detect(ckpt, target_cfg)
+    assert plain.aux.convention == "ambiguous" and "EC101" in {f.rule_id for f in plain.findings}
+    for convention in ("output-of", "input-to"):
+        derived = with_measured_convention(plain, convention, "measured")
+        declared = detect(ckpt, target_cfg, convention)
+        assert derived.aux.evidence == ["measured"]
+        assert derived.aux.hidden_state_indices == declared.aux.hidden_state_indices
+        assert sorted(map(repr, derived.findings)) == sorted(map(repr, declared.findings))

@@ -19,6 +19,7 @@ from eagle_convert.cli.options import (
     verbose_option,
 )
 from eagle_convert.errors import UsageError
+from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 
 _UNITS = {
     "": 1,
@@ -71,7 +72,7 @@ def normalize(
         None, "--max-shard-size", metavar="SIZE", help="Re-split the output into shards of at most SIZE (e.g. 5GB)."
     ),
     device: str = device_option("--aux-convention auto: where the target and draft run (auto: the GPU if any)."),
-    dtype: str = dtype_option("--aux-convention auto: compute precision."),
+    dtype: str = dtype_option("--aux-convention auto: compute precision.", engine_level=False),
     token_ids: Path | None = typer.Option(
         None,
         "--token-ids",
@@ -85,7 +86,10 @@ def normalize(
         help="--aux-convention auto: text prompts, one per line, continued by the target (as verify --prompts).",
     ),
     probe_positions: int = typer.Option(
-        4096, "--probe-positions", min=16, help="--aux-convention auto: positions to score at least (as verify)."
+        PROBE_POSITIONS,
+        "--probe-positions",
+        min=16,
+        help="--aux-convention auto: positions to score at least (as verify).",
     ),
     _quiet: bool = quiet_option(),
     _verbose: bool = verbose_option(),
@@ -93,18 +97,13 @@ def normalize(
 ) -> None:
     """Rewrite configs and tensor names into one canonical form that loads with the intended meaning."""
     from eagle_convert.normalize.plan import normalize_checkpoint
+    from eagle_convert.normalize.request import NormalizeRequest
     from eagle_convert.probe.text import read_prompts, read_token_ids
     from eagle_convert.render.console import progress_bar, render_normalize, stdout_console
     from eagle_convert.render.json_output import json_errors, write_json
 
-    limit = parse_size(max_shard_size) if max_shard_size else None
-    with (
-        json_errors(as_json, "normalize", src),
-        progress_bar(enabled=not as_json and not dry_run and not OUTPUT.quiet, label="writing") as advance,
-    ):
-        report = normalize_checkpoint(
-            src,
-            out,
+    with json_errors(as_json, "normalize", src):
+        request = NormalizeRequest.build(
             profile=profile,
             target=target,
             target_family=target_family,
@@ -112,16 +111,19 @@ def normalize(
             dry_run=dry_run,
             allow_pickle=allow_pickle,
             force=force,
-            max_shard_size=limit,
-            progress=advance,
-            progress_total=advance.total if advance is not None else None,
+            max_shard_size=parse_size(max_shard_size) if max_shard_size else None,
             device=device,
             dtype=dtype,
-            probe={
-                "token_ids": read_token_ids(token_ids) if token_ids else None,
-                "prompts": read_prompts(prompts) if prompts and not token_ids else None,
-                "min_positions": probe_positions,
-            },
+            token_ids=read_token_ids(token_ids) if token_ids else None,
+            prompts=read_prompts(prompts) if prompts else None,
+            probe_positions=probe_positions,
+        ).validate()  # every usage error, before the draft is opened
+    with (
+        json_errors(as_json, "normalize", src),
+        progress_bar(enabled=not as_json and not dry_run and not OUTPUT.quiet, label="writing") as advance,
+    ):
+        report = normalize_checkpoint(
+            src, out, request, progress=advance, progress_total=advance.total if advance is not None else None
         )
     if as_json:
         write_json(report.to_dict())

@@ -7,7 +7,7 @@ findings instead of being resolved silently. Only headers are used (no torch).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle_convert.draft.aux_layers import (
@@ -191,6 +191,22 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
         findings=out,
         config=cfg,
     )
+
+
+def with_measured_convention(spec: DraftSpec, convention: str, evidence: str) -> DraftSpec:
+    """``spec`` (detected with no declared convention) as it reads once ``convention`` is measured: the aux-layer
+    reading and its findings derived again from the config detection parsed, nothing re-opened or re-detected.
+
+    ``normalize --aux-convention auto`` declares no convention until the probe has measured one, and the probe needs
+    the detected draft to run; this is the one step that measurement adds to the one detection."""
+    args = (spec.config, spec.producer, spec.producer_confidence, spec.target)
+    before: list[Finding] = []
+    _aux_layers(*args, None, before)
+    after: list[Finding] = []
+    aux = _aux_layers(*args, convention, after)
+    aux = replace(aux, confidence="high", evidence=[evidence, *aux.evidence[1:]])  # measured, not set by a flag
+    kept = [f for f in spec.findings if f not in before]
+    return replace(spec, aux=aux, findings=kept + (after if spec.producer != "eagle1" else []))
 
 
 def _layers(f: Facts, out: list[Finding]) -> tuple[str | None, int]:

@@ -17,21 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
-from eagle_convert.draft.detect import DraftSpec, detect
+from eagle_convert.draft.detect import DraftSpec, detect, with_measured_convention
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.errors import (
     NormalizeRefused,
     NothingToCheckError,
     OutputExistsError,
     UsageError,
-    check_choice,
     require_torch,
 )
 from eagle_convert.normalize.profiles import PROFILES, Semantics
+from eagle_convert.normalize.request import NormalizeRequest
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
-from eagle_convert.read.config import FAMILIES, IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
+from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.releases import (
     FAMILY_MODEL_TYPE,
@@ -103,96 +103,46 @@ class NormalizeReport:
 def normalize_checkpoint(
     src: str | Path,
     out: str | Path,
+    request: NormalizeRequest | None = None,
     *,
-    profile: str = "portable",
-    target: str | Path | None = None,
-    target_family: str | None = None,
-    aux_convention: str | None = None,
-    dry_run: bool = False,
-    allow_pickle: bool = False,
-    force: bool = False,
-    max_shard_size: int | None = None,
     progress: Callable[[int], None] | None = None,
     progress_total: Callable[[int], None] | None = None,
-    device: str = "auto",
-    dtype: str = "float32",
-    probe: dict[str, Any] | None = None,
+    **options: Any,
 ) -> NormalizeReport:
-    """Plan the conversion of ``src`` into ``profile``; write it to ``out`` unless ``dry_run``. ``device`` and
-    ``dtype``: where ``aux_convention="auto"`` runs the target and the draft; ``probe``: its text options
-    (``token_ids``, ``prompts``, ``min_positions``, as ``probe.measure_convention`` takes them). ``progress(n)``
-    is called as tensor bytes are written, after ``progress_total(total)`` with the bytes there are to write."""
-    check_choice("profile", profile, PROFILES)
-    if target is not None and target_family is not None:
-        raise UsageError("--target and --target-family are exclusive", hint="pass one of them")
-    if target_family is not None:
-        check_choice("target family", target_family, FAMILIES)
+    """Plan the conversion of ``src`` into ``request.profile``; write it to ``out`` unless ``request.dry_run``.
+
+    ``request`` is validated whole before anything is opened; without one, ``options`` are its fields, flat
+    (``normalize_checkpoint(src, out, profile="vllm", target=t)``). ``progress(n)`` is called as tensor bytes are
+    written, after ``progress_total(total)`` with the bytes there are to write."""
+    if request is not None and options:
+        raise UsageError(f"pass a NormalizeRequest or its fields, not both ({', '.join(sorted(options))})")
+    req = (request if request is not None else NormalizeRequest.build(**options)).validate()
+    if req.measures:
+        require_torch("--aux-convention auto")
     if parse_repo_ref(str(src)) is not None:
-        return _normalize_remote(
-            str(src),
-            Path(out),
-            profile=profile,
-            target=target,
-            target_family=target_family,
-            aux_convention=aux_convention,
-            dry_run=dry_run,
-            allow_pickle=allow_pickle,
-            force=force,
-            max_shard_size=max_shard_size,
-            progress=progress,
-            progress_total=progress_total,
-        )
+        return _normalize_remote(str(src), Path(out), req, progress, progress_total)
     src, out = Path(src), Path(out)
     ckpt = open_checkpoint(src)
     if ckpt.weight_format == "pickle":
         from eagle_convert.read.pickle_source import pickle_as_safetensors
 
-        if not allow_pickle:
+        if not req.allow_pickle:
             raise NormalizeRefused(
                 f"weights are pickle ({', '.join(ckpt.pickle_files)}), which can run code when loaded",
                 path=src,
                 hint="pass --allow-pickle to load them with torch's weights-only loader",
             )
-        return _normalize_pickle(
-            src,
-            out,
-            ckpt,
-            pickle_as_safetensors,
-            profile=profile,
-            target=target,
-            target_family=target_family,
-            aux_convention=aux_convention,
-            dry_run=dry_run,
-            force=force,
-            max_shard_size=max_shard_size,
-            progress=progress,
-            progress_total=progress_total,
-        )
+        return _normalize_pickle(src, out, ckpt, pickle_as_safetensors, req, progress, progress_total)
     if ckpt.weight_format == "none":
         raise NothingToCheckError("no weight files to normalize (config only)", path=src)
-    target_cfg = TargetConfig.from_path(target) if target is not None else None
+    target_cfg = TargetConfig.from_path(req.target) if req.target is not None else None
+    # one detection, with what the user declared (auto declares nothing until it is measured, below)
+    spec = detect(ckpt, target_cfg, req.declared_convention)
     measured = None
-    if aux_convention == "auto":
-        if target is None:
-            raise UsageError("--aux-convention auto measures the draft against the target: pass --target DIR")
-        require_torch("--aux-convention auto")
-        from eagle_convert.probe.run import measure_convention
-        from eagle_convert.reference.compute import resolve
-        from eagle_convert.verify.run import reference_run_of, target_weights_of
-
-        options = probe or {}
-        run = reference_run_of(
-            detect(ckpt, target_cfg, None),
-            ckpt,
-            target_cfg,
-            target_weights_of(target_cfg),
-            options.get("token_ids"),
-            options.get("min_positions"),
-            options.get("steps", 3),
-        )
-        aux_convention, measured = measure_convention(src, target, compute=resolve(device, dtype, run), **options)
-    spec = detect(ckpt, target_cfg, aux_convention)
-    family = target_cfg.family if target_cfg else target_family
+    if req.measures and target_cfg is not None:
+        spec, measured = _measure_convention(ckpt, spec, target_cfg, req)
+    profile, dry_run = req.profile, req.dry_run
+    family = target_cfg.family if target_cfg else req.target_family
     sem, findings = _resolve(src, ckpt, spec, target_cfg, family, profile)
     if measured is not None:
         sem.provenance["convention_measured"] = measured
@@ -200,7 +150,7 @@ def normalize_checkpoint(
     n_target = target_cfg.num_hidden_layers if target_cfg else None
     mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
     findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
-    plan = plan_tensors(src, ckpt, spec, sem, profile, max_shard_size)
+    plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
     report = NormalizeReport(
@@ -225,9 +175,35 @@ def normalize_checkpoint(
         check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n, PROFILE_CONVENTION.get(profile))
         if progress_total is not None:
             progress_total(report.total_bytes)
-        write_checkpoint(out, shards, files, force=force, progress=progress, check=check)
+        write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check)
         report.written = True
     return report
+
+
+def _measure_convention(
+    ckpt: Checkpoint, spec: DraftSpec, target_cfg: TargetConfig, req: NormalizeRequest
+) -> tuple[DraftSpec, str]:
+    """``--aux-convention auto``: the draft already opened and detected, loaded once with the target read once, and
+    the convention the probe measures on them (the spec derived with it, and the evidence)."""
+    from eagle_convert.probe.run import load_draft, measure_convention_on
+    from eagle_convert.probe.target import Target
+    from eagle_convert.reference.compute import resolve
+    from eagle_convert.verify.run import reference_run_of, target_weights_of
+
+    token_ids = [list(s) for s in req.token_ids] if req.token_ids is not None else None
+    weights = target_weights_of(target_cfg)
+    run = reference_run_of(spec, ckpt, target_cfg, weights, token_ids, req.probe_positions, req.probe_steps)
+    compute = resolve(req.device, req.dtype, run)
+    target = Target.of(target_cfg, compute, weights)
+    convention, evidence = measure_convention_on(
+        load_draft(ckpt, spec, compute),
+        target,
+        steps=req.probe_steps,
+        token_ids=token_ids,
+        prompts=list(req.prompts) if req.prompts is not None else None,
+        min_positions=req.probe_positions,
+    )
+    return with_measured_convention(spec, convention, evidence), evidence
 
 
 # Profiles whose format fixes what its ids mean (and which carry no provenance block to say so): the re-read takes
@@ -336,7 +312,13 @@ def _unsatisfied_releases(
     return out
 
 
-def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
+def _normalize_remote(
+    ref: str,
+    out: Path,
+    req: NormalizeRequest,
+    progress: Callable[[int], None] | None,
+    progress_total: Callable[[int], None] | None,
+) -> NormalizeReport:
     """Pull a Hub repo into a staging directory next to ``out``, normalize that, and remove it."""
     import shutil
     import tempfile
@@ -345,7 +327,7 @@ def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
     from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
 
     check_output_place(out, [], directory=True)  # before the download, as the writer checks it after
-    if os.path.lexists(out) and not kwargs.get("force"):
+    if os.path.lexists(out) and not req.force:
         raise OutputExistsError("the output already exists", path=out)
     try:
         made = make_parents(out)  # removed again after a failure
@@ -353,8 +335,8 @@ def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
     except OSError as exc:
         raise write_error(exc, out) from None
     try:
-        pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=bool(kwargs.get("allow_pickle")))
-        report = normalize_checkpoint(staging / "draft", out, **kwargs)
+        pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=req.allow_pickle)
+        report = normalize_checkpoint(staging / "draft", out, req, progress=progress, progress_total=progress_total)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         remove_made(made)
@@ -365,7 +347,13 @@ def _normalize_remote(ref: str, out: Path, **kwargs: Any) -> NormalizeReport:
 
 
 def _normalize_pickle(
-    src: Path, out: Path, ckpt: Checkpoint, convert: Callable[..., Path], **kwargs: Any
+    src: Path,
+    out: Path,
+    ckpt: Checkpoint,
+    convert: Callable[..., Path],
+    req: NormalizeRequest,
+    progress: Callable[[int], None] | None,
+    progress_total: Callable[[int], None] | None,
 ) -> NormalizeReport:
     """Load pickle weights with the weights-only loader into a temporary safetensors file, then normalize that."""
     import shutil
@@ -374,7 +362,7 @@ def _normalize_pickle(
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pickle-", dir=out.parent if out.parent.exists() else None))
     try:
         convert(ckpt, staging)
-        report = normalize_checkpoint(staging, out, **kwargs)
+        report = normalize_checkpoint(staging, out, req, progress=progress, progress_total=progress_total)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.source = str(src)

@@ -24,6 +24,7 @@ from typing import Any
 
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import pattern_length
+from eagle_convert.reference.compute import REFERENCE_DTYPE_AUTO
 
 MEMORY_ENV = "EAGLE_CONVERT_MEMORY_LIMIT"  # bytes, or a size such as 24G, 24GiB, 1.5GB, 512M
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -348,7 +349,7 @@ def choose_dtype(run: ReferenceRun, requested: str, available: Available) -> Dty
     def fits(estimate: Estimate) -> bool:
         return have is None or estimate.total <= have
 
-    if requested != "auto":
+    if requested != REFERENCE_DTYPE_AUTO:
         estimate = run.estimate(requested)
         if not fits(estimate):
             raise _too_big(run, requested, estimate, available)

@@ -19,10 +19,17 @@ if TYPE_CHECKING:
 
     from eagle_convert.reference.budget import ReferenceRun
 
-DEVICES = ("auto", "cpu", "cuda", "cuda:N")  # cuda:N: the CUDA device with index N
+DEVICE_AUTO = "auto"  # --device auto: the first CUDA device when torch sees one, else the CPU
+DEVICES = (DEVICE_AUTO, "cpu", "cuda", "cuda:N")  # cuda:N: the CUDA device with index N
 DTYPES = ("float32", "bfloat16", "float16")  # torch dtypes, by name
-AUTO = "auto"  # --dtype auto: float32 where it fits and is cheap, else the model's dtype (reference/budget.py)
-DTYPE_CHOICES = (AUTO, *DTYPES)
+# --dtype auto for the reference models: float32 where it fits the memory at hand and is cheap, else the model's own
+# dtype (reference/budget.py). Not the engine's auto (real_engine/base.py ENGINE_DTYPE_AUTO), which the same word
+# asks of --level engine.
+REFERENCE_DTYPE_AUTO = "auto"
+DTYPE_CHOICES = (REFERENCE_DTYPE_AUTO, *DTYPES)
+# The one default of --device and --dtype of the reference models: every command and entry point takes these.
+DEFAULT_DEVICE = DEVICE_AUTO
+DEFAULT_DTYPE = REFERENCE_DTYPE_AUTO
 _DEVICE = re.compile(r"auto|cpu|cuda(?::\d+)?")
 
 
@@ -88,7 +95,7 @@ def __getattr__(name: str) -> Compute:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def resolve(device: str = "auto", dtype: str = "float32", run: ReferenceRun | None = None) -> Compute:
+def resolve(device: str = DEFAULT_DEVICE, dtype: str = DEFAULT_DTYPE, run: ReferenceRun | None = None) -> Compute:
     """``auto`` is the first CUDA device when torch sees one, else the CPU. Asking for CUDA without one is an error,
     never a silent fall-back: a CI job that wants the GPU should fail loudly when it has none.
 
@@ -98,8 +105,9 @@ def resolve(device: str = "auto", dtype: str = "float32", run: ReferenceRun | No
     check_dtype_choice(dtype)
     place = _device(check_device(device), device)
     if run is None:
-        name = "float32" if dtype == AUTO else dtype
-        return Compute(place, _torch_dtype(name), "float32: not sized (no run described)" if dtype == AUTO else "")
+        name = "float32" if dtype == REFERENCE_DTYPE_AUTO else dtype
+        reason = "float32: not sized (no run described)" if dtype == REFERENCE_DTYPE_AUTO else ""
+        return Compute(place, _torch_dtype(name), reason)
     from eagle_convert.reference import budget
 
     choice = budget.choose_dtype(run, dtype, budget.available_memory(place.type, place.index or 0))
@@ -117,7 +125,7 @@ def _device(name: str, device: str) -> torch.device:
     """The torch device ``name`` (checked by :func:`check_device`) stands for here."""
     import torch
 
-    if name == "auto":
+    if name == DEVICE_AUTO:
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     if name == "cpu":
         return torch.device("cpu")
