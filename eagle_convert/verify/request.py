@@ -21,6 +21,7 @@ from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
+from eagle_convert.reference.compute import DEFAULT_DEVICE, DEFAULT_DTYPE
 from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
 from eagle_convert.rules.registry import LEVELS, RULES
 
@@ -33,8 +34,6 @@ DEFAULT_LEVEL = LEVELS[0]
 FAIL_LEVELS = ("error", "warning")
 DEFAULT_FAIL_LEVEL = FAIL_LEVELS[0]
 ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
-DEVICE_AUTO = "auto"  # --device: CUDA when torch sees it, else the CPU
-REFERENCE_DTYPE_AUTO = "auto"  # --dtype for the reference: float32 where it fits and is cheap, else the model's own
 ENGINE_NEW_TOKENS = 64  # --engine-tokens
 SERVER_CONCURRENCY = 8  # --engine-concurrency
 SERVER_TIMEOUT = 300.0  # --engine-timeout, seconds per request
@@ -70,8 +69,8 @@ class ProbeRequest:
 class ComputeRequest:
     """Where and in what precision the reference models run (``--device``, ``--dtype``)."""
 
-    device: str = DEVICE_AUTO
-    dtype: str = REFERENCE_DTYPE_AUTO
+    device: str = DEFAULT_DEVICE
+    dtype: str = DEFAULT_DTYPE
 
 
 @dataclass(frozen=True)
@@ -124,8 +123,8 @@ class VerifyRequest:
         probe_positions: int | None = None,
         reference_hidden_states: Path | None = None,
         oracle: str | None = None,
-        device: str = DEVICE_AUTO,
-        dtype: str = REFERENCE_DTYPE_AUTO,
+        device: str = DEFAULT_DEVICE,
+        dtype: str = DEFAULT_DTYPE,
         aux_convention: str | None = None,
         engine_run: InProcessEngine | AttachedServer | None = None,
     ) -> VerifyRequest:

@@ -424,6 +424,8 @@ def _forward_levels(
     if checked.depth < LEVELS.index("engine"):
         return found, probe, None
     from eagle_convert.real_engine import EngineSettings, engine_findings
+    from eagle_convert.real_engine.base import ENGINE_DTYPE_AUTO
+    from eagle_convert.reference.compute import REFERENCE_DTYPE_AUTO
 
     asked = checked.request
     chosen_engine = replace(
@@ -433,7 +435,8 @@ def _forward_levels(
         prompts=checked.prompts,
         steps=asked.probe.steps,
         device=session.compute.device.type,
-        dtype=asked.compute.dtype,
+        # the reference's auto and the engine's auto are two meanings, named apart (reference/compute.py)
+        dtype=ENGINE_DTYPE_AUTO if asked.compute.dtype == REFERENCE_DTYPE_AUTO else asked.compute.dtype,
     )
     target_dir = Path(checked.target_config.source).parent
     more, engine_run = engine_findings(
