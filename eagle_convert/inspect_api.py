@@ -17,7 +17,7 @@ from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.gate import engines_json, gate_findings, views
 from eagle_convert.verify.static_config import null_typed_fields
-from eagle_convert.version import SCHEMA_VERSION, __version__
+from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class InspectReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
+            "tool": TOOL,  # as verify's
+            "version": __version__,
             "path": self.path,
             "revision": self.checkpoint.revision,
             "format": {
@@ -104,7 +106,7 @@ class InspectReport:
                     for t in ckpt.tensors.values()
                 ],
             },
-            "findings": [{**f.inspect_json(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
+            "findings": [{**f.to_dict(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "engines": list(self.engines),
             "summary": self.summary(),
         }

@@ -111,8 +111,8 @@ def test_settings_table_narrows_the_default_and_the_command_line_wins(
     assert code == 0 and json.loads(out)["engine"] == "both"
     code, out, _ = cli(capsys, "inspect", draft, "--target", target)
     assert out.splitlines()[-1] == "No findings; engine releases checked: vllm@0.33, sglang@0.5.23."
-    code, _, err = cli(capsys, "verify", draft, "--target", target, "--no-hash", "--engine", "vllm@0.33-v1")
-    assert code == 1 and "EC104" in err
+    code, out, _ = cli(capsys, "verify", draft, "--target", target, "--no-hash", "--engine", "vllm@0.33-v1")
+    assert code == 1 and "EC104" in out
 
 
 def test_push_refusal_repeats_the_options_and_names_the_failing_releases(fx: Path) -> None:
@@ -142,11 +142,11 @@ def test_quiet_prints_only_the_verdict_and_verbose_every_rule(
     draft, target = str(fx / "layouts" / "specforge-mha"), str(fx / "targets" / "target-llama")
     for args in (("verify", draft, "-q"), ("-q", "verify", draft), ("verify", draft, "--quiet")):
         code, out, err = cli(capsys, *args, "--target", target, "--no-hash")
-        assert code == 1 and out == "" and err.startswith("FAIL 1 error(s), 0 warning(s)") and err.count("\n") == 1
-    code, _, err = cli(capsys, "verify", draft, "--target", target, "--no-hash", "-v")
-    assert "Every rule: " in err and re.search(r"EC721 .* skipped .* needs --level engine", err)
-    code, _, err = cli(capsys, "verify", draft, "--target", target, "--no-hash")  # -v does not stick to the next run
-    assert "Every rule: " not in err
+        assert code == 1 and err == "" and out.startswith("FAIL 1 error(s), 0 warning(s)") and out.count("\n") == 1
+    code, out, _ = cli(capsys, "verify", draft, "--target", target, "--no-hash", "-v")
+    assert "Every rule: " in out and re.search(r"EC721 .* skipped .* needs --level engine", out)
+    code, out, _ = cli(capsys, "verify", draft, "--target", target, "--no-hash")  # -v does not stick to the next run
+    assert "Every rule: " not in out
     code, out, _ = cli(capsys, "inspect", draft, "--target", target, "-q")
     assert code == 0 and out.count("\n") == 1 and out.startswith("1 error(s), 0 warning(s), 0 info; engine releases")
     code, out, _ = cli(capsys, "inspect", draft, "-v")
@@ -164,17 +164,17 @@ def test_color_always_never_and_the_environment(
 ) -> None:
     draft = str(fx / "layouts" / "specforge-mha")
     args = ("verify", draft, "--no-hash")
-    assert not ANSI.search(cli(capsys, *args)[2])  # auto, not a terminal: no colour
-    assert ANSI.search(cli(capsys, *args, "--color", "always")[2])
-    assert ANSI.search(cli(capsys, "--color", "always", *args)[2])
+    assert not ANSI.search(cli(capsys, *args)[1])  # auto, not a terminal: no colour
+    assert ANSI.search(cli(capsys, *args, "--color", "always")[1])
+    assert ANSI.search(cli(capsys, "--color", "always", *args)[1])
     assert "NO_COLOR" not in os.environ and "FORCE_COLOR" not in os.environ  # set for that run only
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert ANSI.search(cli(capsys, *args)[2])  # auto honours FORCE_COLOR
-    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", cli(capsys, *args, "--color", "never")[2])  # no colour
+    assert ANSI.search(cli(capsys, *args)[1])  # auto honours FORCE_COLOR
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", cli(capsys, *args, "--color", "never")[1])  # no colour
     assert os.environ["FORCE_COLOR"] == "1"
     monkeypatch.delenv("FORCE_COLOR")
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", cli(capsys, *args)[2])  # auto honours NO_COLOR
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", cli(capsys, *args)[1])  # auto honours NO_COLOR
     code, _, err = cli(capsys, *args, "--color", "sometimes")
     assert code == 2 and "Error: Invalid value for '--color'" in err
 
@@ -261,7 +261,7 @@ def test_a_draft_that_is_not_eagle3_promises_no_fix(
         assert not [f["rule_id"] for f in findings if f["fixable"] or "normalize` fixes it" in f["message"]]
     _, concise, _ = cli(capsys, "verify", str(eagle1), "--format", "concise")
     assert "[*]" not in concise and "not an EAGLE3 draft, EC001" in concise
-    _, _, human = cli(capsys, "verify", str(eagle1))
+    _, human, _ = cli(capsys, "verify", str(eagle1))
     assert human.count("EC001: this is not an EAGLE3 draft") == 1 and "[*]" not in human
     assert cli(capsys, "normalize", str(eagle1), str(tmp_path / "out"), "--profile", "vllm")[0] == 2
     _, control, _ = cli(capsys, "verify", str(eagle3), "--format", "concise")  # an EAGLE3 draft keeps its [*]

@@ -265,6 +265,6 @@ def test_demo_runs() -> None:
     """README's `scripts/demo`: generate, inspect, normalize, verify, then the trained pair's acceptance probe."""
     result = subprocess.run(["scripts/demo"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "== the acceptance probe" in result.stdout and "PASS" in result.stderr
+    assert "== the acceptance probe" in result.stdout and "PASS" in result.stdout
     assert "Acceptance probe" in result.stdout + result.stderr  # the trained pair's probe ran to its table
     assert "EC412" in result.stdout + result.stderr and "exit 1: the gate fails this pair" in result.stdout

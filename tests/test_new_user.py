@@ -133,9 +133,9 @@ def test_findings_carry_fixable_and_fix(capsys: pytest.CaptureFixture[str], fx: 
     doc = json.loads(out)
     INSPECT_SCHEMA.validate(doc)
     assert all(f["fixable"] is RULES[f["rule_id"]].fixable for f in doc["findings"])
-    code, _, err = cli(capsys, "verify", draft, "--target", target, "--no-hash", *v1)
-    assert "EC104 [*]" in err and "fix: run `eagle-convert normalize" in err
-    assert "[*] 1 rule(s) fixed by `eagle-convert normalize SRC OUT`: EC104" in err
+    code, out, _ = cli(capsys, "verify", draft, "--target", target, "--no-hash", *v1)
+    assert "EC104 [*]" in out and "fix: run `eagle-convert normalize" in out
+    assert "[*] 1 rule(s) fixed by `eagle-convert normalize SRC OUT`: EC104" in out
 
 
 # ---- 19 and concise output: one line per row off a terminal ----------------------------------------------------
@@ -214,13 +214,13 @@ def test_level_target_with_a_config_only_target_is_a_usage_error(
 def test_without_target_verify_says_what_a_target_adds(
     capsys: pytest.CaptureFixture[str], clean: Path, fx: Path
 ) -> None:
-    code, _, err = cli(capsys, "verify", str(clean), "--no-hash")
-    assert code == 0 and "No --target: EC503, EC504 skipped" in err and "pass --target PATH" in err
+    code, out, _ = cli(capsys, "verify", str(clean), "--no-hash")
+    assert code == 0 and "No --target: EC503, EC504 skipped" in out and "pass --target PATH" in out
     doc = json.loads(cli(capsys, "verify", str(clean), "--json", "--no-hash")[1])
     skipped = {c["rule_id"]: c["reason"] for c in doc["checks"] if c["outcome"] == "skipped"}
     assert skipped["EC503"] == skipped["EC504"] == "needs --target"
-    code, _, err = cli(capsys, "verify", str(clean), "--target", str(fx / "targets" / "target-llama"), "--no-hash")
-    assert code == 0 and "No --target" not in err
+    code, out, _ = cli(capsys, "verify", str(clean), "--target", str(fx / "targets" / "target-llama"), "--no-hash")
+    assert code == 0 and "No --target" not in out and "PASS" in out
 
 
 # ---- 13: progress off a terminal ----------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def test_cli_target_level_requires_target(clean: Path, tmp_path: Path, random_ta
         "--exit-zero",
     )
     assert result.returncode == 0, result.stderr
-    assert "Acceptance probe" in result.stderr and "configured" in result.stderr
+    assert "Acceptance probe" in result.stdout and "configured" in result.stdout  # the report on stdout
 
 
 def _pair_copy(tmp_path: Path, edit: dict[str, object]) -> tuple[Path, Path, list[list[int]]]:

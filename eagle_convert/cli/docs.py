@@ -13,6 +13,7 @@ from typing import Any
 import typer
 from typer.main import get_command
 
+from eagle_convert.cli.formatting import plain_help
 from eagle_convert.cli.main import app
 from eagle_convert.cli.options import choices_of
 
@@ -38,7 +39,7 @@ def _param_row(param: Any) -> str:
     value = _value_kind(param)
     default = param.default
     shown = "required" if param.required else ("" if default in (None, False, ()) else f"`{default}`")
-    help_text = (getattr(param, "help", None) or "").replace("|", "\\|")
+    help_text = plain_help(getattr(param, "help", None) or "").replace("|", "\\|")
     return f"| {names} | {value} | {shown} | {help_text} |"
 
 
@@ -79,7 +80,7 @@ def render_cli_markdown() -> str:
         lines += [
             f"## `eagle-convert {name}`",
             "",
-            (cmd.help or "").strip(),
+            (cmd.help or "").replace("\b\n", "").strip(),
             "",
             "```",
             f"eagle-convert {name} {usage}",
@@ -88,9 +89,20 @@ def render_cli_markdown() -> str:
             "| parameter | value | default | meaning |",
             "|---|---|---|---|",
         ]
-        lines += [_param_row(p) for p in cmd.params if p.name != "help"]
-        lines.append("")
+        lines += _param_rows(cmd.params)
     return "\n".join(lines)
+
+
+def _param_rows(params: list[Any]) -> list[str]:
+    """The rows of a command's parameters, then each panel of options (``verify -h``'s) under its own heading."""
+    panels: dict[str | None, list[str]] = {None: []}
+    for p in params:
+        if p.name != "help":
+            panels.setdefault(getattr(p, "rich_help_panel", None), []).append(_param_row(p))
+    lines = [*panels.pop(None), ""]
+    for panel, rows in panels.items():
+        lines += [f"**{panel}**", "", "| parameter | value | default | meaning |", "|---|---|---|---|", *rows, ""]
+    return lines
 
 
 def render_rules_markdown() -> str:

@@ -45,19 +45,23 @@ def _option_name(name: str) -> str:
 
 
 def _format_params(command: Any, ctx: Any, formatter: Any) -> None:
-    """The Arguments and Options sections, named as the usage line names them."""
-    arguments: list[tuple[str, str]] = []
-    options: list[tuple[str, str]] = []
+    """The Arguments and Options sections, named as the usage line names them; an option declared with typer's
+    ``rich_help_panel=`` is listed in a section of that name, after Options, in the order the panels first appear.
+
+    The help stays plain (``rich_markup_mode=None``): typer draws panels only in its rich markup mode, which reads
+    ``[error]`` or ``[tool.eagle-convert]`` in a help text as markup and drops it, so the panels are drawn here."""
+    sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is None:
             continue
         if _is_argument(param):
             name, many = _argument_name(param)
-            arguments.append((name + ("..." if many else ""), record[1]))
+            sections["Arguments"].append((name + ("..." if many else ""), record[1]))
         else:
-            options.append((_option_name(record[0]), record[1]))
-    for title, rows in (("Arguments", arguments), ("Options", options)):
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(panel, []).append((_option_name(record[0]), record[1]))
+    for title, rows in sections.items():
         if rows:
             with formatter.section(title):
                 formatter.write_dl(rows)
@@ -93,6 +97,17 @@ class Group(TyperGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def url_paragraph(url: str) -> str:
+    """``url`` as a paragraph of a help text that is never re-wrapped (the parser's ``\\b`` marker), so it stays
+    whole and a terminal can open it; wrapped, it would break at a hyphen (``eagle-`` / ``convert``)."""
+    return f"\n\n\b\n{url}"
+
+
+def plain_help(text: str) -> str:
+    """A help text as one line of prose (docs/cli.md's table cells): without the ``\\b`` markers and line breaks."""
+    return " ".join(text.replace("\b", "").split())
 
 
 def apply(app: typer.Typer, short_help: dict[str, str]) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from eagle_convert.cli.formatting import url_paragraph
 from eagle_convert.cli.options import (
     ENGINES_HELP,
     OUTPUT,
@@ -16,6 +17,7 @@ from eagle_convert.cli.options import (
     quiet_option,
     verbose_option,
 )
+from eagle_convert.version import SCHEMAS_URL
 
 
 def inspect(
@@ -38,8 +40,8 @@ def inspect(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Write one JSON object (eagle_convert/schemas/inspect-report.schema.json; on bad input "
-        "error.schema.json there).",
+        help="Write one JSON object (inspect-report.schema.json; on bad input error.schema.json), schemas at:"
+        + url_paragraph(SCHEMAS_URL),
     ),
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."

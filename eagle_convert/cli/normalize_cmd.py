@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from eagle_convert.cli.formatting import url_paragraph
 from eagle_convert.cli.options import (
     OUTPUT,
     aux_convention_option,
@@ -20,6 +21,7 @@ from eagle_convert.cli.options import (
 )
 from eagle_convert.errors import UsageError
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
+from eagle_convert.version import SCHEMAS_URL
 
 _UNITS = {
     "": 1,
@@ -61,8 +63,8 @@ def normalize(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Write the plan/report as one JSON object (eagle_convert/schemas/normalize-report.schema.json; on bad "
-        "input error.schema.json there).",
+        help="Write the plan/report as one JSON object (normalize-report.schema.json; on bad input "
+        "error.schema.json), schemas at:" + url_paragraph(SCHEMAS_URL),
     ),
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Convert .bin/.pt weights with torch's weights-only loader."

@@ -16,7 +16,8 @@ from typing import Any
 
 from eagle_convert.render import formats
 from eagle_convert.render.json_output import dumps
-from eagle_convert.verify.report import TOOL, VerifyReport
+from eagle_convert.verify.report import VerifyReport
+from eagle_convert.version import TOOL
 
 _STATUS_RANK = ("pass", "fail", "error")
 

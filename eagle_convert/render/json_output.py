@@ -11,7 +11,7 @@ from typing import Any
 
 from eagle_convert.render.escape import json_text
 
-__all__ = ["dumps", "json_errors", "write_json", "write_json_value"]
+__all__ = ["dumps", "json_errors", "stdout_indent", "write_json", "write_json_value"]
 
 
 def dumps(value: Any, indent: int | None = 2) -> str:
@@ -25,10 +25,16 @@ def write_json(doc: dict[str, Any]) -> None:
     write_json_value(doc)
 
 
+def stdout_indent() -> int | None:
+    """How every command's ``--json`` lays out stdout: indented for a person at a terminal; one line otherwise (a
+    pipe, a file), which is also json's fast C encoder: the indenting encoder is pure Python and cost seconds on a
+    20,000-tensor table."""
+    return 2 if sys.stdout.isatty() else None
+
+
 def write_json_value(value: Any) -> None:
-    """Indented for a person at a terminal; one line otherwise (a pipe, a file), which is also json's fast C
-    encoder: the indenting encoder is pure Python and cost seconds on a 20,000-tensor table."""
-    sys.stdout.write(dumps(value, indent=2 if sys.stdout.isatty() else None))
+    """``value`` on stdout as JSON, laid out by :func:`stdout_indent`."""
+    sys.stdout.write(dumps(value, indent=stdout_indent()))
 
 
 @contextmanager
@@ -36,13 +42,14 @@ def json_errors(enabled: bool, command: str, path: object) -> Iterator[None]:
     """With ``--json``, bad input still gives one JSON object on stdout (eagle_convert/schemas/error.schema.json), as
     ``verify --format json`` does; the error is re-raised, so stderr and the exit code are unchanged."""
     from eagle_convert.errors import EagleConvertError
-    from eagle_convert.version import SCHEMA_VERSION, __version__
+    from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
     try:
         yield
     except EagleConvertError as exc:
         if enabled:
             error = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-            doc = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "command": command, "path": str(path)}
+            versions = {"tool_version": __version__, "tool": TOOL, "version": __version__}  # as inspect's, verify's
+            doc = {"schema_version": SCHEMA_VERSION, **versions, "command": command, "path": str(path)}
             write_json({**doc, "status": "error", "error": error})
         raise

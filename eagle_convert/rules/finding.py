@@ -25,13 +25,13 @@ class Finding:
     subject: str | None = None  # the tensor name or config key the finding is about
     engine: str | None = None  # set when only one engine release is affected
 
-    def inspect_json(self) -> dict[str, Any]:
-        """The fields of an ``inspect`` finding (eagle_convert/schemas/inspect-report.schema.json)."""
-        return {k: getattr(self, k) for k in ("rule_id", "severity", "message", "subject", "expected", "actual")} | {
-            "engine": self.engine
-        }
+    def to_dict(self) -> dict[str, Any]:
+        """A finding in JSON, the same keys in ``inspect`` and ``verify`` (eagle_convert/schemas/inspect-report and
+        verify-report.schema.json): where it is (``file``, ``pointer``), what it is about (``subject``) and the one
+        release it concerns (``engine``), each null when unknown."""
+        return {k: getattr(self, k) for k in _JSON_KEYS}
 
-    def verify_json(self) -> dict[str, Any]:
-        """The fields of a ``verify`` finding (eagle_convert/schemas/verify-report.schema.json)."""
-        keys = ("rule_id", "severity", "message", "file", "pointer", "expected", "actual")
-        return {k: getattr(self, k) for k in keys}
+
+# inspect wrote rule_id .. subject, expected, actual, engine; verify wrote file and pointer instead of subject and
+# engine: both write all of them now (keys are a public contract: added, never renamed)
+_JSON_KEYS = ("rule_id", "severity", "message", "file", "pointer", "subject", "engine", "expected", "actual")

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 from eagle_convert.read.digest import FileDigest
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import fix_fields
-from eagle_convert.version import SCHEMA_VERSION, __version__
+from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 if TYPE_CHECKING:  # the probe's and the engine's types; a static verify imports neither
     from eagle_convert.errors import EagleConvertError
     from eagle_convert.probe.result import ProbeReport
     from eagle_convert.real_engine.record import EngineRun
 
-TOOL = "eagle-convert"
 TENSOR_VALUES = "reading tensor values"  # what verify --level tensors reports to its progress callback
 
 
@@ -68,13 +67,14 @@ class VerifyReport:
             "schema_version": SCHEMA_VERSION,
             "tool": TOOL,
             "version": __version__,
+            "tool_version": __version__,  # as inspect's and normalize's
             "status": self.status,
             "level": self.level,
             "engine": self.engine,
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
-            "findings": [{**f.verify_json(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
+            "findings": [{**f.to_dict(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error.to_dict() if self.error is not None else None,
             "probe": self.probe.to_dict() if self.probe is not None else None,
