@@ -37,6 +37,8 @@ CASES: dict[str, list[str]] = {
     ],
     "verify-speculators-mha": ["verify", "speculators-mha", "--no-hash"],
     "verify-missing-down-proj": ["verify", "missing-down-proj", "--target", "targets/target-llama", "--no-hash"],
+    # one finding two releases share: one row naming both (the JSON keeps one entry per release)
+    "verify-d2t-equal-vocab": ["verify", "d2t-equal-vocab", "--no-hash"],
     "rules": ["rules"],
     "rule-EC104": ["rule", "EC104"],
 }
@@ -49,7 +51,8 @@ def drafts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_targets(root / "targets")
     for name in ("specforge-mha", "speculators-mha"):
         write_layout(root / name, LAYOUTS[name])
-    write_broken(root / "missing-down-proj", next(c for c in CORPUS if c.name == "missing-down-proj"))
+    for name in ("missing-down-proj", "d2t-equal-vocab"):
+        write_broken(root / name, next(c for c in CORPUS if c.name == name))
     return root
 
 

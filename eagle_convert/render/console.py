@@ -23,6 +23,7 @@ from rich.text import Text
 
 from eagle_convert.render import detail
 from eagle_convert.render.escape import one_line
+from eagle_convert.render.grouping import by_release
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import NOT_EAGLE3, RULES, fix_fields, fixable
@@ -137,7 +138,7 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
     table.add_column("rule", no_wrap=True)
     table.add_column("severity", no_wrap=True)
     table.add_column("message", overflow="fold")
-    for f in findings:
+    for f in by_release(findings):  # one row for a finding several releases share
         table.add_row(
             _rule_cell(f.rule_id, findings),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
@@ -468,7 +469,7 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
     table = Table(title=f"verify {report.path} (level {report.level}, engine {report.engine})", title_justify="left")
     for column in ("rule", "severity", "where", "message"):
         table.add_column(column, overflow="fold")
-    for f in report.findings:
+    for f in by_release(report.findings):  # one row for a finding several releases share
         where = " ".join(p for p in (f.file, f.pointer) if p)
         table.add_row(
             _rule_cell(f.rule_id, report.findings),

@@ -15,11 +15,12 @@ from typing import Any
 from urllib.parse import quote
 
 from eagle_convert.render.escape import one_line
+from eagle_convert.render.grouping import by_release
 from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES, fixable
-from eagle_convert.verify.report import TOOL, VerifyReport
-from eagle_convert.version import PROJECT_URL
+from eagle_convert.verify.report import VerifyReport
+from eagle_convert.version import PROJECT_URL, TOOL
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -274,10 +275,11 @@ def _lines(lines: list[str]) -> str:
 
 def to_concise(report: VerifyReport, *, named: bool = False) -> str:
     """One greppable line per finding, ``PATH[:POINTER]: RULE [*] SEVERITY MESSAGE`` (``[*]``: normalize fixes
-    it), then one summary line, as ruff's concise output; an input error is one ``PATH: error: MESSAGE`` line.
-    ``named`` (several checkpoints in one run): the summary line starts with ``PATH: `` too."""
+    it; a finding several releases share: one line naming them all), then one summary line, as ruff's concise
+    output; an input error is one ``PATH: error: MESSAGE`` line. ``named`` (several checkpoints in one run): the
+    summary line starts with ``PATH: `` too."""
     lines = []
-    for f in report.findings:
+    for f in by_release(report.findings):  # one line for a finding several releases share
         where = os.path.join(report.path, f.file) if f.file else report.path
         pointer = f":{f.pointer}" if f.pointer else ""
         mark = " [*]" if fixable(f.rule_id, report.findings) else ""
