@@ -58,8 +58,11 @@ def _decoded() -> EngineObservation:
 
 
 def test_an_in_process_run_is_todays_json() -> None:
+    from eagle_convert.probe.result import BoundaryMatch
+
+    fed = [BoundaryMatch(i, b, 0.0) for i, b in enumerate((3, 7, 10))]
     matches = [{"state": i, "boundary": b, "relative_error": 0.0} for i, b in enumerate((3, 7, 10))]
-    run = InProcessRun(_decoded(), [3, 7, 10], "fed", matches, probe_acceptance_length=1.6, probe_same_text=True)
+    run = InProcessRun(_decoded(), [3, 7, 10], "fed", fed, probe_acceptance_length=1.6, probe_same_text=True)
     assert _in_report(run)["engine_run"] == {
         "engine": "vllm", "version": "0.32.0", "runner": "v1", "acceptance_measured": True, "not_measured": None,
         "prompts": 2, "tokens": 5, "drafts": 100, "draft_tokens": 300, "accepted_tokens": 59,

@@ -10,7 +10,7 @@ probe's prediction, and turns the differences into findings.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from eagle_convert.rules.registry import finding
 if TYPE_CHECKING:  # torch stays unimported until an engine run needs the reference target
     from eagle_convert.draft.detect import DraftSpec
     from eagle_convert.errors import EagleConvertError
-    from eagle_convert.probe.result import ProbeReport
+    from eagle_convert.probe.result import BoundaryMatch, ProbeReport
     from eagle_convert.probe.run import EngineRunPrediction, LoadedDraft
     from eagle_convert.probe.target import Target
     from eagle_convert.read.config import TargetConfig
@@ -126,9 +126,10 @@ def fed_hidden_states(
     observations: list[EngineObservation],
     compute: Compute | None = None,
     reference: Target | EagleConvertError | None = None,
-) -> list[list[dict[str, Any]]]:
-    """Which target boundary each aux state the engine fed the draft is, per observation: [{state, boundary,
-    relative_error}] in the order the draft's ``fc`` reads them (empty when nothing was captured).
+) -> list[list[BoundaryMatch]]:
+    """Which target boundary each aux state the engine fed the draft is, per observation: one match per state
+    (its nearest boundary and the relative error) in the order the draft's ``fc`` reads them (empty when nothing was
+    captured).
 
     The reference target computes every boundary hs[0..N] once per distinct capture text (the drafts of one request
     share it: greedy output does not depend on the draft); each fed state is the boundary it is closest to.
@@ -146,7 +147,7 @@ def fed_hidden_states(
     elif not isinstance(reference, Target):
         raise reference
     boundaries: dict[tuple[int, ...], dict[int, torch.Tensor]] = {}
-    out: list[list[dict[str, Any]]] = []
+    out: list[list[BoundaryMatch]] = []
     for observation in observations:
         if observation.capture_path is None:
             out.append([])
@@ -156,7 +157,7 @@ def fed_hidden_states(
         if ids not in boundaries:
             run = reference.run(saved["token_ids"], capture=range(reference.num_layers + 1))
             boundaries[ids] = {j: h.float().cpu() for j, h in run.hidden.items()}
-        out.append([asdict(m) for m in nearest_boundaries(saved["hidden_states"].float(), boundaries[ids])])
+        out.append(list(nearest_boundaries(saved["hidden_states"].float(), boundaries[ids])))
     return out
 
 
@@ -172,9 +173,9 @@ def engine_run(
     """The report's ``engine_run`` record for one observation: load-only when nothing was decoded (``not_measured``
     or ``refused``), else the in-process run with the probe's prediction on it."""
     (matches,) = fed_hidden_states(target, [observation], compute, reference)
-    states: list[int] | None
+    states: list[int | None] | None  # None in it: a fed state no boundary has the shape of
     if matches:
-        states, states_from = [m["boundary"] for m in matches], "fed"
+        states, states_from = [m.boundary for m in matches], "fed"
     elif observation.captured_layers is not None and observation.not_measured is not None:
         states, states_from = list(observation.captured_layers), "captured"
     else:

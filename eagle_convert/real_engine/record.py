@@ -13,10 +13,13 @@ The first two are built from an :class:`~eagle_convert.real_engine.base.EngineOb
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from eagle_convert.real_engine.attach import AttachedRun
 from eagle_convert.real_engine.base import EngineObservation, acceptance
+
+if TYPE_CHECKING:  # the probe's result types; building a record never imports the probe
+    from eagle_convert.probe.result import BoundaryMatch
 
 # file tensors no engine loads into a parameter by design: the target-to-draft vocabulary mask (SGLang skips it,
 # its draft reads only d2t as hot_token_id)
@@ -47,9 +50,10 @@ class _Observed:
     """What both in-process kinds hold: the engine's observation and the target boundaries it fed the draft."""
 
     observation: EngineObservation
-    hidden_states: list[int] | None = None  # hs[j] the engine fed (or configured its target to capture for) the draft
+    # hs[j] the engine fed (or configured its target to capture for) the draft; None in it: no boundary fits
+    hidden_states: list[int | None] | None = None
     hidden_states_from: str | None = None  # "fed" | "captured" | None (not captured)
-    hidden_state_matches: list[dict[str, Any]] = field(default_factory=list)  # [{state, boundary, relative_error}]
+    hidden_state_matches: list[BoundaryMatch] = field(default_factory=list)  # each fed state's nearest boundary
 
     @property
     def engine(self) -> str:
@@ -83,7 +87,7 @@ class _Observed:
             "requested_layers": o.requested_layers,
             "hidden_states": self.hidden_states,
             "hidden_states_from": self.hidden_states_from,
-            "hidden_state_matches": self.hidden_state_matches,
+            "hidden_state_matches": [asdict(m) for m in self.hidden_state_matches],
             "flags": o.flags,
             "target_class": o.target_class,
             "built_draft": o.built,
