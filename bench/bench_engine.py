@@ -84,7 +84,7 @@ def variants(tokens: int) -> int:
     for v, o, matches in zip(VARIANTS, observations, fed, strict=True):
         mean, rates = acceptance(o.drafts, o.accepted_tokens, o.accepted_per_position)
         on = ", ".join(k for k, val in o.flags.items() if val is True and k != "use_aux_hidden_state") or "-"
-        hs = tuple(m["boundary"] for m in matches)
+        hs = tuple(m.boundary for m in matches)
         print(f"| {v.name} | {hs} | {on} | {mean:.3f} | {' / '.join(f'{r:.3f}' for r in rates)} |")
     return 0
 
