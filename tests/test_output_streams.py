@@ -79,6 +79,17 @@ def test_every_command_reports_on_stdout(here: Path, fx: Path, capsys: pytest.Ca
         assert code == 0 and out.strip() and err == "", (args, out[-2000:], err)
 
 
+def test_in_github_actions_the_annotations_follow_the_report_on_stdout(
+    here: Path, fx: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code, out, err = cli(capsys, "verify", str(fx / "layouts" / "specforge-mha"), "--no-hash")
+    assert code == 1 and err == ""
+    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    assert len(annotations) == 1 and annotations[0].startswith("::error ") and "EC104" in annotations[0]
+    assert "FAIL 1 error(s)" in out and out.startswith("verify ")  # the report too, on the same stream
+
+
 def test_errors_go_to_stderr_and_nothing_else(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("inspect", "verify"):
         code, out, err = cli(capsys, command, str(here / "missing"))
@@ -155,11 +166,18 @@ def test_inspect_and_verify_share_version_keys_and_finding_shape(
     assert ec104["engine"] == "vllm@0.33-v1" and ec104["subject"] and ec104["pointer"]
 
 
-def test_the_error_object_has_the_version_keys_too(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_normalize_and_the_error_object_have_the_version_keys_too(
+    here: Path, fx: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, out, _ = cli(capsys, "inspect", str(here / "missing"), "--json")
-    doc = json.loads(out)
-    _schema("error.schema.json").validate(doc)
-    assert (doc["tool"], doc["version"], doc["tool_version"]) == ("eagle-convert", __version__, __version__)
+    error = json.loads(out)
+    _schema("error.schema.json").validate(error)
+    draft = str(fx / "layouts" / "specforge-mha")
+    _, out, _ = cli(capsys, "normalize", draft, str(here / "out"), "--dry-run", "--target-family", "llama", "--json")
+    plan = json.loads(out)
+    _schema("normalize-report.schema.json").validate(plan)
+    for doc in (error, plan):
+        assert (doc["tool"], doc["version"], doc["tool_version"]) == ("eagle-convert", __version__, __version__)
 
 
 # ---- 4. a finding several releases share, printed once --------------------------------------------------------------

@@ -368,10 +368,6 @@ def verify(
             continue
         runs.append((report, None))
     reports = [r for r, _ in runs]
-    if len(reports) == 1:
-        _emit(reports[0], fmt, output)
-    else:
-        _emit_many(reports, fmt, output)
     # the human report on stdout, as every command's (`verify D | less`); errors stay on stderr
     for n, (report, error) in enumerate(runs):
         if len(runs) > 1 and fmt == "human" and not OUTPUT.quiet:
@@ -381,6 +377,10 @@ def verify(
             render_error(error.message, error.hint)
         elif fmt == "human":
             render_verify(report, stdout_console(), verbosity=OUTPUT.verbosity)
+    if len(reports) == 1:  # the machine format; in GitHub Actions the annotations, after the human report
+        _emit(reports[0], fmt, output)
+    else:
+        _emit_many(reports, fmt, output)
     if len(runs) > 1:  # the verdict over them all (printed with -q too): with the human report, else beside it
         tally = {s: sum(r.status == s for r in reports) for s in ("pass", "fail", "error")}
         (sys.stdout if fmt == "human" else sys.stderr).write(

@@ -45,7 +45,7 @@ from eagle_convert.releases import (
 )
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES, finding
-from eagle_convert.version import SCHEMA_VERSION, __version__
+from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 # The engines each profile is written for (the output must select the trained hidden states in each).
 PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
@@ -82,6 +82,8 @@ class NormalizeReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
+            "tool": TOOL,  # as inspect's and verify's
+            "version": __version__,
             "source": self.source,
             "out": self.out,
             "profile": self.profile,
