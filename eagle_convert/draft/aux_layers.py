@@ -68,6 +68,8 @@ class ConventionInputs:
     # hs[] another key of the config names unambiguously, with that key's description: the AngelSlim trainer's
     # aux_hidden_states_layer_ids (hs[id+1]) or DFlash's target_layer_ids (output of layer id)
     declared_states: tuple[str, list[int]] | None = None
+    # how the ids contradict this tool's provenance record (:func:`record_conflict`), when they do
+    record_conflict: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,19 @@ class ConventionCall:
     confidence: str
     evidence: list[str]
     conflict: bool = False  # the producer's convention and the id pattern point different ways
+    contradicts_record: bool = False  # the ids contradict this tool's provenance record: nothing says which is true
 
 
 def decide_convention(inp: ConventionInputs) -> ConventionCall:
     """Which convention the ids follow. Never guesses: when no rule decides, the answer is 'ambiguous'."""
     ids = inp.ids
     if inp.user_convention:
-        return ConventionCall(inp.user_convention, "high", [f"set by --aux-convention {inp.user_convention}"])
+        overridden = [f"the record it overrides: {inp.record_conflict}"] if inp.record_conflict else []
+        return ConventionCall(
+            inp.user_convention, "high", [f"set by --aux-convention {inp.user_convention}", *overridden]
+        )
+    if inp.record_conflict:  # the record and the ids cannot both be true, and neither says which one was edited
+        return ConventionCall("ambiguous", "low", [inp.record_conflict], contradicts_record=True)
     if inp.recorded_convention:
         return ConventionCall(
             inp.recorded_convention, "high", [f"recorded by eagle-convert provenance: {inp.recorded_convention}"]
@@ -162,6 +170,32 @@ def _by_declared_states(ids: list[int], key: str, states: list[int]) -> Conventi
         "low",
         [f"{key} names hs{sorted(set(states))}, but the ids {ids} select neither ({readings})"],
         conflict=True,
+    )
+
+
+def record_conflict(
+    top: list[int] | None, nested: list[int] | None, conventions: dict[str, str], recorded: list[int] | None
+) -> str | None:
+    """How the ids contradict this tool's provenance record, or None when they agree with it.
+
+    normalize records the hidden states it wrote (``recorded``) and the convention of each id location
+    (``conventions``, by "top-level" and "eagle_config"); read under those, every location must select the recorded
+    states. Anything else is an edit made after normalize (of the ids or of the record) that the recorded
+    conventions do not explain, and no rule can tell which side is true."""
+    readings: list[tuple[str, list[int]]] = []
+    if recorded:
+        readings.append(("the provenance record's hidden_state_indices name", sorted(set(recorded))))
+    for location, ids in (("top-level", top), ("eagle_config", nested)):
+        convention = conventions.get(location)
+        if ids and convention in CONVENTIONS:
+            readings.append(
+                (f"the {location} ids {ids}, read {convention} as recorded, select", to_hidden_states(ids, convention))
+            )
+    if len({tuple(states) for _, states in readings}) <= 1:
+        return None
+    return (
+        "; ".join(f"{what} hs{states}" for what, states in readings)
+        + ": the ids or the record were edited after eagle-convert normalize wrote them"
     )
 
 

@@ -16,6 +16,7 @@ from eagle_convert.draft.aux_layers import (
     AuxLayers,
     ConventionInputs,
     decide_convention,
+    record_conflict,
     to_hidden_states,
 )
 from eagle_convert.draft.config_shapes import config_shape_findings, declared_k, declared_states, non_stock_injection
@@ -497,13 +498,18 @@ def _aux_layers(
     declared = declared_states(cfg)
     if ids is None and declared is not None:  # only another trainer's key names the states: read that list
         ids, location = declared[2], "top-level"
-    recorded = None
+    recorded, contradiction = None, None
     provenance = cfg.raw.get(PROVENANCE_KEY)
     if isinstance(provenance, dict):  # written by normalize: each location's convention is on record
         conventions = provenance.get("aux_conventions")
         location_used = "top-level" if top else "eagle_config"
         if isinstance(conventions, dict) and conventions.get(location_used) in CONVENTIONS:
             recorded = conventions[location_used]
+        states = provenance.get("hidden_state_indices")
+        states_ok = isinstance(states, list) and all(isinstance(j, int) and not isinstance(j, bool) for j in states)
+        contradiction = record_conflict(
+            top, nested, conventions if isinstance(conventions, dict) else {}, states if states_ok else None
+        )
     paired = bool(
         top and nested and top != nested and to_hidden_states(top, "input-to") == to_hidden_states(nested, "output-of")
     )
@@ -520,6 +526,7 @@ def _aux_layers(
             paired=paired,
             family=target.family,
             declared_states=declared[:2] if declared else None,
+            record_conflict=contradiction,
         )
     )
     convention = call.convention
@@ -533,16 +540,33 @@ def _aux_layers(
     aux = AuxLayers(ids, location, top, nested, convention, call.confidence, call.evidence, trained, readings)
     if call.conflict:
         out.append(finding("EC108", "; ".join(call.evidence), subject=IDS_KEY))
+    if call.contradicts_record and ids:
+        out.append(
+            finding(
+                "EC113",
+                f"{contradiction}, and nothing says which is true; pass --aux-convention output-of|input-to to say "
+                f"which reading of the {'top-level' if top else 'eagle_config'} ids {ids} is true: "
+                + ", ".join(f"{c} selects hs{readings[c]}" for c in CONVENTIONS),
+                subject=IDS_KEY,
+                actual=readings,
+            )
+        )
     research = cfg.has("target_vocab_size") or cfg.research_block is not None
-    _aux_findings(aux, producer, n, out, speculators_research=research)
+    _aux_findings(aux, producer, n, out, speculators_research=research, contradicted=call.contradicts_record)
     return aux
 
 
 def _aux_findings(
-    aux: AuxLayers, producer: str, n: int | None, out: list[Finding], *, speculators_research: bool = False
+    aux: AuxLayers,
+    producer: str,
+    n: int | None,
+    out: list[Finding],
+    *,
+    speculators_research: bool = False,
+    contradicted: bool = False,
 ) -> None:
     key = IDS_KEY
-    if aux.convention == "ambiguous":
+    if aux.convention == "ambiguous" and not contradicted:  # a contradicted record is EC113's error, not EC101
         out.append(
             finding(
                 "EC101",

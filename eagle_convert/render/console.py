@@ -26,7 +26,7 @@ from eagle_convert.render.escape import one_line
 from eagle_convert.render.grouping import by_release
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import NOT_EAGLE3, RULES, fix_fields, fixable
+from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, fix_fields, fixable
 from eagle_convert.verify.report import TENSOR_VALUES
 
 if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them
@@ -167,12 +167,14 @@ def _fixable_footer(console: Console, findings: list[Finding]) -> None:
         console.print(Text("EC001: this is not an EAGLE3 draft; the other findings read it as EAGLE3 would, and "
                            "`eagle-convert normalize` does not convert it."))  # fmt: skip
         return
-    fixable = sorted({f.rule_id for f in findings if RULES.get(f.rule_id) and RULES[f.rule_id].fixable})
-    if fixable:
+    fixed = sorted({f.rule_id for f in findings if fixable(f.rule_id, findings)})
+    # beside EC113 normalize converts only once --aux-convention says which reading of the ids is true
+    told = " --aux-convention output-of|input-to" if any(f.rule_id == RECORD_CONTRADICTED for f in findings) else ""
+    if fixed:
         console.print(
             Text(
-                f"[*] {len(fixable)} rule(s) fixed by `eagle-convert normalize SRC OUT`: {', '.join(fixable)}; "
-                f"`eagle-convert rule {fixable[0]}` tells how."
+                f"[*] {len(fixed)} rule(s) fixed by `eagle-convert normalize SRC OUT{told}`: {', '.join(fixed)}; "
+                f"`eagle-convert rule {fixed[0]}` tells how."
             )
         )
 

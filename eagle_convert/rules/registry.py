@@ -405,6 +405,22 @@ _RULES = (
         needs_headers=True,
     ),
     Rule(
+        "EC113",
+        "aux-ids-contradict-record",
+        "error",
+        summary=(
+            "The aux-layer ids contradict eagle-convert's own provenance record, or the two id locations disagree "
+            "beyond the recorded conventions: edited after normalize, and nothing says which is true."
+        ),
+        fix=(
+            "pass --aux-convention output-of|input-to to inspect, verify and normalize to say which reading of the "
+            "ids is true (the finding names the hidden states each selects); until then EC103, EC104 and EC109 are "
+            "not fixable and normalize refuses the draft; `eagle-convert normalize SRC OUT --aux-convention ...` "
+            "then writes every id location and the record for that reading"
+        ),
+        blocks_normalize=True,
+    ),
+    Rule(
         "EC209",
         "bias-flag-weights",
         "error",
@@ -828,21 +844,41 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}
 
 NOT_EAGLE3 = "EC001"  # the draft is not EAGLE3: normalize refuses it, so no other finding of it is fixable
 NOT_EAGLE3_FIX = "not an EAGLE3 draft (EC001): normalize converts EAGLE3 drafts only; retrain or export it as EAGLE3"
+# the ids contradict the provenance record: which hidden states the draft was trained on is unknown until the user
+# says, so no finding that depends on them is fixable (normalize refuses the draft without --aux-convention)
+RECORD_CONTRADICTED = "EC113"
+DEPENDS_ON_READING = frozenset({"EC103", "EC104", "EC109"})
+RECORD_CONTRADICTED_FIX = (
+    "the aux-layer ids contradict eagle-convert's provenance record (EC113): normalize refuses the draft until "
+    "--aux-convention output-of|input-to says which reading of the ids is true; pass it to verify as well"
+)
+
+
+def _refusal(rule_id: str, findings: Iterable[Finding]) -> str | None:
+    """Why normalize does not fix a finding of ``rule_id`` among ``findings`` although the rule is fixable, or None."""
+    ids = {f.rule_id for f in findings}
+    if NOT_EAGLE3 in ids:
+        return NOT_EAGLE3_FIX
+    if RECORD_CONTRADICTED in ids and rule_id in DEPENDS_ON_READING:
+        return RECORD_CONTRADICTED_FIX
+    return None
 
 
 def fixable(rule_id: str, findings: Iterable[Finding] = ()) -> bool:
     """Whether ``eagle-convert normalize`` fixes a finding of ``rule_id`` among ``findings`` (the report's): the
-    rule's own answer, except beside EC001, where normalize refuses the draft and fixes nothing."""
+    rule's own answer, except beside EC001, where normalize refuses the draft and fixes nothing, and for the rules
+    that depend on the trained hidden states beside EC113, where the ids contradict the provenance record."""
     rule = RULES.get(rule_id)
-    return bool(rule and rule.fixable) and not any(f.rule_id == NOT_EAGLE3 for f in findings)
+    return bool(rule and rule.fixable) and _refusal(rule_id, findings) is None
 
 
 def fix_fields(rule_id: str, findings: Iterable[Finding] = ()) -> dict[str, Any]:
     """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable), read among
     the report's ``findings`` (:func:`fixable`)."""
     rule = RULES.get(rule_id)
-    if rule is not None and rule.fixable and not fixable(rule_id, findings):
-        return {"fixable": False, "fix": NOT_EAGLE3_FIX}
+    refusal = _refusal(rule_id, findings)
+    if rule is not None and rule.fixable and refusal is not None:
+        return {"fixable": False, "fix": refusal}
     return {"fixable": rule.fixable if rule else False, "fix": rule.fix if rule else ""}
 
 
