@@ -199,12 +199,12 @@ def test_normalize_prints_no_empty_tables(fx: Path, tmp_path: Path, capsys: pyte
 
 def test_verify_lists_the_rules_that_did_not_run_and_why(fx: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(fx / "layouts" / "speculators-mha"), "--no-hash"]) in (0, 1)
-    err = capsys.readouterr().err
-    skipped = re.search(r"Rules not run: (\d+) of (\d+)", err)
-    assert skipped and int(skipped.group(2)) == len(RULES), err
-    assert re.search(r"needs --level target +EC711", err) and re.search(r"needs --target +EC503", err)
+    out = capsys.readouterr().out  # the report on stdout, as every command's
+    skipped = re.search(r"Rules not run: (\d+) of (\d+)", out)
+    assert skipped and int(skipped.group(2)) == len(RULES), out
+    assert re.search(r"needs --level target +EC711", out) and re.search(r"needs --target +EC503", out)
     assert main(["verify", str(fx / "layouts" / "speculators-mha"), "--no-hash", "--select", "EC1"]) in (0, 1)
-    assert re.search(r"not selected \(--select/--ignore\) +\d+ rule\(s\)", capsys.readouterr().err)
+    assert re.search(r"not selected \(--select/--ignore\) +\d+ rule\(s\)", capsys.readouterr().out)
 
 
 def test_the_byte_progress_learns_its_total(monkeypatch: pytest.MonkeyPatch) -> None:
