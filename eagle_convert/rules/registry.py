@@ -164,8 +164,8 @@ _RULES = (
         summary=("An engine would select hidden states other than the ones the draft was trained on."),
         fixable=True,
         fix=(
-            "run `eagle-convert normalize SRC OUT --target TARGET`: it writes the ids in each"
-            " engine's reading of the hidden states the draft was trained on"
+            "run `eagle-convert normalize SRC OUT --target TARGET` (with the --aux-convention you declared, if any):"
+            " it writes the ids in each engine's reading of the hidden states the draft was trained on"
         ),
     ),
     Rule(
