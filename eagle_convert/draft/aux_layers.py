@@ -31,6 +31,7 @@ PRODUCER_CONVENTION = {
 # Producers known to train with the default capture when their config carries no ids.
 TRAINS_WITH_DEFAULTS = frozenset({"eagle", "specforge", "angelslim"})
 
+
 def to_hidden_states(ids: list[int], convention: str) -> list[int]:
     """HF hidden_states indices that ``ids`` select under ``convention``, in capture (ascending) order."""
     return sorted({state_of(x, convention) for x in ids})
