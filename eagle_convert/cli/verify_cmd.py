@@ -59,7 +59,7 @@ def _formatter(name: str) -> Callable[[VerifyReport], str]:
     return render
 
 
-# --format: each report format and what writes it (human: the rich report on stderr, the JSON report to --output).
+# --format: each report format and what writes it (human: the rich report on stdout, the JSON report to --output).
 RENDERERS: dict[str, Callable[[VerifyReport], str]] = {
     "human": _formatter("to_json"),
     "json": _formatter("to_json"),
