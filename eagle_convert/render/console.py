@@ -97,10 +97,6 @@ def _console(stream: TextIO) -> Console:
     )
 
 
-def stderr_console() -> Console:
-    return _console(sys.stderr)
-
-
 def stdout_console() -> Console:
     return _console(sys.stdout)
 
