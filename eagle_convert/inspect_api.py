@@ -15,6 +15,7 @@ from eagle_convert.read.hub_store import open_source
 from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import finding, fix_fields
+from eagle_convert.verify.context import located
 from eagle_convert.verify.gate import engines_json, gate_findings, views
 from eagle_convert.verify.static_config import null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
@@ -169,6 +170,5 @@ def inspect_checkpoint(
         for key in null_typed_fields(ckpt.config or {})
     ]
     gate = gate_findings(spec, ckpt.tensors, views(spec, releases))
-    return InspectReport(
-        str(path), ckpt, spec, group_tensors(ckpt), found + spec.findings + gate, tuple(r.name for r in releases)
-    )
+    found = [located(spec, ckpt, f) for f in found + spec.findings + gate]
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, tuple(r.name for r in releases))

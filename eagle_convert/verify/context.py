@@ -7,7 +7,7 @@ The checks themselves are in ``static.py`` (architecture, aux layers, flags, ten
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
@@ -15,7 +15,7 @@ from eagle_convert.draft.expected import Expected
 from eagle_convert.draft.mapping import map_key
 from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import TargetConfig
+from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -119,3 +119,17 @@ def static_checks() -> dict[str, Check]:
     from eagle_convert.verify import static, static_config  # noqa: F401
 
     return dict(sorted(STATIC_CHECKS.items()))
+
+
+def located(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> Finding:
+    """``f`` with the file and JSON pointer its subject lives at (a tensor: its shard and name; a config key:
+    config.json and the key's pointer, eagle_config's ids where the draft keeps them), as inspect and verify
+    report it."""
+    subject = f.subject
+    if subject and subject in ckpt.tensors:
+        return replace(f, file=ckpt.tensors[subject].shard, pointer=subject)
+    if subject == IDS_KEY and spec.aux.location == "eagle_config":
+        return replace(f, file=CONFIG, pointer=config_pointer(f"eagle_config.{IDS_KEY}"))
+    if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
+        return replace(f, file=CONFIG, pointer=config_pointer(subject))
+    return replace(f, pointer=subject)

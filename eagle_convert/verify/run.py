@@ -18,7 +18,7 @@ from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
 from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import IDS_KEY, TargetConfig
+from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.read.regular import read_text
@@ -28,7 +28,7 @@ from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
 from eagle_convert.schemas import Violation, violation
 from eagle_convert.schemas import load as load_schema
-from eagle_convert.verify.context import CONFIG, Context, config_pointer, map_names, static_checks
+from eagle_convert.verify.context import Context, located, map_names, static_checks
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.request import (
@@ -136,17 +136,6 @@ def checkpoint_files(ckpt: Checkpoint) -> list[str]:
     return names
 
 
-def _pointer(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> tuple[str | None, str | None]:
-    subject = f.subject
-    if subject and subject in ckpt.tensors:
-        return ckpt.tensors[subject].shard, subject
-    if subject == IDS_KEY and spec.aux.location == "eagle_config":
-        return CONFIG, config_pointer(f"eagle_config.{IDS_KEY}")
-    if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
-        return CONFIG, config_pointer(subject)
-    return None, subject
-
-
 @dataclass(frozen=True)
 class Hooks:
     """Who hears of a run's progress (the CLI's bars and notices); none is part of the request."""
@@ -185,9 +174,9 @@ def verify_checkpoint(
     session = Session.open(path, checked, hooks or Hooks())
     ckpt, spec, asked = session.ckpt, session.spec, checked.request
     found: list[Finding] = []
-    for f in list(ckpt.notes) + spec.findings + gate_findings(spec, ckpt.tensors, session.views):
-        file, pointer = _pointer(spec, ckpt, f)
-        found.append(replace(f, file=file, pointer=pointer))
+    found += [
+        located(spec, ckpt, f) for f in [*ckpt.notes, *spec.findings, *gate_findings(spec, ckpt.tensors, session.views)]
+    ]
     if ckpt.weight_format == "pickle":
         found.append(
             finding(
