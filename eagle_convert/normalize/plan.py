@@ -20,6 +20,7 @@ from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_
 from eagle_convert.draft.detect import DraftSpec, detect, with_measured_convention
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.errors import (
+    EagleConvertError,
     NormalizeRefused,
     NothingToCheckError,
     OutputExistsError,
@@ -187,18 +188,26 @@ def _measure_convention(
 ) -> tuple[DraftSpec, str]:
     """``--aux-convention auto``: the draft already opened and detected, loaded once with the target read once, and
     the convention the probe measures on them (the spec derived with it, and the evidence)."""
-    from eagle_convert.probe.run import load_draft, measure_convention_on
-    from eagle_convert.probe.target import Target
-    from eagle_convert.reference.compute import resolve
-    from eagle_convert.verify.run import reference_run_of, target_weights_of
+    from eagle_convert.probe.run import measure_convention_on
+    from eagle_convert.verify.request import CheckedRequest, ComputeRequest, ProbeRequest, VerifyRequest
+    from eagle_convert.verify.run import Session
 
     token_ids = [list(s) for s in req.token_ids] if req.token_ids is not None else None
-    weights = target_weights_of(target_cfg)
-    run = reference_run_of(spec, ckpt, target_cfg, weights, token_ids, req.probe_positions, req.probe_steps)
-    compute = resolve(req.device, req.dtype, run)
-    target = Target.of(target_cfg, compute, weights)
+    probe = ProbeRequest(steps=req.probe_steps, positions=req.probe_positions)
+    asked = VerifyRequest(level="target", probe=probe, compute=ComputeRequest(req.device, req.dtype))
+    prompts = list(req.prompts) if req.prompts is not None else None
+    # verify's session on the draft and target this run already read (normalize validated its own request)
+    session = Session.on(
+        ckpt, spec, CheckedRequest(asked, "target", [], (), (), target_cfg, token_ids, prompts, None, None)
+    )
+    session.plan_compute()
+    draft, target = session.load_draft(), session.reference
+    if isinstance(draft, EagleConvertError):
+        raise draft
+    if isinstance(target, EagleConvertError):
+        raise target
     convention, evidence = measure_convention_on(
-        load_draft(ckpt, spec, compute),
+        draft,
         target,
         steps=req.probe_steps,
         token_ids=token_ids,

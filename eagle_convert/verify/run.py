@@ -248,14 +248,18 @@ class Session:
                 hint="verify a config alone at --level static (its config rules), or point at the checkpoint with "
                 "weights",
             )  # fmt: skip
-        spec = detect(ckpt, checked.target_config, checked.request.aux_convention)
+        return cls.on(ckpt, detect(ckpt, checked.target_config, checked.request.aux_convention), checked, hooks)
+
+    @classmethod
+    def on(cls, ckpt: Checkpoint, spec: DraftSpec, checked: CheckedRequest, hooks: Hooks | None = None) -> Session:
+        """The session of a checkpoint already opened and detected (normalize's ``--aux-convention auto``)."""
         canonical, unplaced = map_names(ckpt, spec)
         chosen_views = views(spec, checked.releases)
         context = Context(
             ckpt, spec, checked.target_config, checked.engines, checked.request.strict, expected_tensors(spec),
             canonical, unplaced, chosen_views,
         )  # fmt: skip
-        return cls(checked, ckpt, spec, chosen_views, context, hooks)
+        return cls(checked, ckpt, spec, chosen_views, context, hooks or Hooks())
 
     def enabled(self, rule_id: str) -> bool:
         rule, checked = RULES[rule_id], self.checked
@@ -279,6 +283,19 @@ class Session:
             return Target.of(self.checked.target_config, self.compute, self.target_weights)
         except EagleConvertError as exc:
             return exc
+
+    def load_draft(self, reader: TensorReader | None = None) -> LoadedDraft | EagleConvertError:
+        """The draft for the reference forward, loaded once (its tensors from ``reader`` when the tensors level kept
+        them), or why the reference cannot run it."""
+        from eagle_convert.probe.run import load_draft
+
+        assert self.compute is not None  # plan_compute decided it
+        if self.draft is None:
+            try:
+                self.draft = load_draft(self.ckpt, self.spec, self.compute, reader)
+            except EagleConvertError as exc:
+                self.draft = exc
+        return self.draft
 
     def plan_compute(self) -> None:
         """Where and in what dtype the forward levels run, sized from the headers and configs already read, before
@@ -392,23 +409,19 @@ def _forward_levels(
 ) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
     """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
     reference target: (findings, the probe report, the engine run)."""
-    from eagle_convert.probe.run import load_draft
     from eagle_convert.verify.forward import forward_findings, probe_findings
 
     checked = session.checked
     assert session.compute is not None
-    try:
-        session.draft = load_draft(session.ckpt, session.spec, session.compute, reader)
-    except EagleConvertError as exc:
-        session.draft = exc
+    draft = session.load_draft(reader)
     reader.close()  # the loaded weights hold what they need
-    found = forward_findings(session.draft, session.enabled, session.compute)
+    found = forward_findings(draft, session.enabled, session.compute)
     if checked.server is not None and checked.target_config is not None:
-        more, probe, run = _served(session, session.draft, session.no_probe)
+        more, probe, run = _served(session, draft, session.no_probe)
         return found + more, probe, run
     if checked.depth < LEVELS.index("target") or checked.target_config is None:
         return found, None, None
-    more, probe = probe_findings(session.draft, session.reference, session.enabled, _probe_settings(session))
+    more, probe = probe_findings(draft, session.reference, session.enabled, _probe_settings(session))
     found += more
     if checked.depth < LEVELS.index("engine"):
         return found, probe, None
@@ -430,7 +443,7 @@ def _forward_levels(
     target_dir = Path(checked.target_config.source).parent
     more, engine_run = engine_findings(
         session.ckpt.root, session.spec, target_dir, session.enabled, chosen_engine, probe, session.compute,
-        loaded=session.draft, reference=session.reference,
+        loaded=draft, reference=session.reference,
     )  # fmt: skip
     return found + more, probe, engine_run
 
