@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the reports' modules are imported by the commands that make
     from eagle_convert.inspect_api import InspectReport
     from eagle_convert.normalize.plan import NormalizeReport
     from eagle_convert.probe.result import ProbeResult
+    from eagle_convert.real_engine.base import EngineObservation
     from eagle_convert.real_engine.record import EngineRun, InProcessRun, LoadOnlyRun, ServedRun
     from eagle_convert.verify.report import VerifyReport
 
@@ -610,29 +611,10 @@ def render_engine_server(run: ServedRun, console: Console, probe: ProbeResult | 
     console.print(table)
 
 
-def render_engine_load(run: LoadOnlyRun, console: Console) -> None:
-    """An engine run that loaded the draft and set up the capture without decoding (SGLang on a CPU): what the
-    engine read and built, where each file tensor went, and why acceptance was not measured; or an engine that
-    refused the draft (EC728): its own error."""
-    o = run.observation
-    if run.refused is not None:
-        table = Table(
-            title=f"Engine load: {o.engine} {o.version} refused the draft; acceptance not measured",
-            title_justify="left",
-            caption=o.not_measured,
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_header=False,
-        )
-        table.add_column("what", no_wrap=True)
-        table.add_column("value", overflow="fold")
-        table.add_row("the engine's error", run.refused)
-        table.add_row("load", f"{o.load_s:.1f} s until the refusal")
-        console.print(table)
-        return
-    built = o.built or {}
+def _load_table(title: str, o: EngineObservation) -> Table:
+    """The two-column table of a load-only engine run, captioned with why nothing was measured."""
     table = Table(
-        title=f"Engine load: {o.engine} {o.version}, target {o.target_class or '?'}; acceptance not measured",
+        title=title,
         title_justify="left",
         caption=o.not_measured,
         caption_justify="left",
@@ -641,6 +623,24 @@ def render_engine_load(run: LoadOnlyRun, console: Console) -> None:
     )
     table.add_column("what", no_wrap=True)
     table.add_column("value", overflow="fold")
+    return table
+
+
+def render_engine_load(run: LoadOnlyRun, console: Console) -> None:
+    """An engine run that loaded the draft and set up the capture without decoding (SGLang on a CPU): what the
+    engine read and built, where each file tensor went, and why acceptance was not measured; or an engine that
+    refused the draft (EC728): its own error."""
+    o = run.observation
+    if run.refused is not None:
+        table = _load_table(f"Engine load: {o.engine} {o.version} refused the draft; acceptance not measured", o)
+        table.add_row("the engine's error", run.refused)
+        table.add_row("load", f"{o.load_s:.1f} s until the refusal")
+        console.print(table)
+        return
+    built = o.built or {}
+    table = _load_table(
+        f"Engine load: {o.engine} {o.version}, target {o.target_class or '?'}; acceptance not measured", o
+    )
     ids = o.requested_layers
     tensors = o.tensors or {}
     dropped = run.dropped_tensors or []
