@@ -43,6 +43,9 @@ def test_tables_hold_what_the_wheels_register() -> None:
     }
     for release in RELEASES.values():
         classes = release.target_classes
+        if release.engine == "trtllm":  # its target classes were not read (releases/trtllm.py): unknown, not guessed
+            assert classes is None
+            continue
         assert classes is not None, release.name
         for arch, cite in classes.eagle3.items():
             assert re.fullmatch(r"(sglang/srt|vllm)/[\w/]+\.py", cite.file) and cite.lines.isdigit(), (arch, cite)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -36,7 +37,12 @@ def test_every_behaviour_cites_a_file_and_lines() -> None:
     for release in RELEASES.values():
         assert release.behaviours, release.name
         for b in release.behaviours:
-            assert b.cite.file.startswith(("sglang/srt/", "vllm/")) and any(ch.isdigit() for ch in b.cite.lines), b
+            assert b.cite.file.startswith(("sglang/srt/", "vllm/", "tensorrt_llm/")), b
+            assert any(ch.isdigit() for ch in b.cite.lines), b
+            # TensorRT-LLM was read at commits, not release tags: each of its citations names the commit
+            assert not b.cite.file.startswith("tensorrt_llm/") or re.fullmatch(
+                r"[\w/.]+\.py@[0-9a-f]{7,40}", b.cite.file
+            ), b
 
 
 def test_installed_cpu_build_is_the_v1_record() -> None:

@@ -212,7 +212,17 @@ def vllm_capture(release: str, raw: dict[str, Any], mt: str | None, n: int | Non
     return sorted(set(ids))  # interfaces.py:1616-1617: sorted(set(layers))
 
 
+def trtllm_capture(n: int | None) -> list[int] | None:
+    # eagle3.py@f933a60:129-137 (eagle3_layers_to_capture unset; the draft's ids are never read): layer outputs
+    # (1, N//2 - 1, N - 4), each the state hs[i + 1]; N == 1 captures layer 0; N <= 5 raises ValueError
+    if n is None or 1 < n <= 5:
+        return None
+    return [1] if n == 1 else sorted(i + 1 for i in {1, n // 2 - 1, n - 4})
+
+
 def expected(release: str, raw: dict[str, Any], mt: str | None, n: int | None) -> list[int] | None:
+    if release.startswith("trtllm@"):
+        return trtllm_capture(n)
     if release.startswith("sglang@"):
         return sglang_capture(release.split("@")[1], raw, mt, n)
     return vllm_capture(release, raw, mt, n)

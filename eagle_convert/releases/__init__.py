@@ -7,16 +7,17 @@ draft's truth.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
-from eagle_convert.releases import sglang, vllm
+from eagle_convert.releases import sglang, trtllm, vllm
 from eagle_convert.releases.model import (
     Behaviour,
     Capture,
     Cite,
+    DeploymentCapture,
     DraftClass,
     EngineView,
     Release,
@@ -49,7 +50,8 @@ __all__ = [
     "resolve_engines",
 ]
 
-RELEASES: Mapping[str, Release] = {r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES)}
+RELEASES: Mapping[str, Release] = {r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES)}
+# the engines of the default selections (deployed, both); every modelled engine resolves by its name (trtllm too)
 ENGINES = ("vllm", "sglang")
 
 
@@ -68,8 +70,8 @@ def deployed() -> list[Release]:
 
 
 def resolve_engines(spec: str) -> list[Release]:
-    """'sglang', 'vllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each), 'deployed'
-    (every release users still deploy: the default)."""
+    """'sglang', 'vllm', 'trtllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each),
+    'deployed' (every release users still deploy: the default)."""
     out: list[Release] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
@@ -80,14 +82,14 @@ def resolve_engines(spec: str) -> list[Release]:
             chosen = deployed()
         elif item == "both":
             chosen = [newest("vllm"), newest("sglang")]
-        elif item in ENGINES:
+        elif item in {r.engine for r in RELEASES.values()}:
             chosen = [newest(item)]
         elif item in RELEASES:
             chosen = [RELEASES[item]]
         else:
             raise UsageError(
                 f"unknown engine {item!r}",
-                hint="choose sglang, vllm, both, deployed, all or one of "
+                hint="choose sglang, vllm, trtllm, both, deployed, all or one of "
                 + ", ".join(RELEASES)
                 + " (`eagle-convert engines` lists them)",
             )
@@ -198,19 +200,37 @@ def engine_view(
     target_num_layers: int | None,
     target_architecture: str | None = None,
     target_vocab_size: int | None = None,
+    deployment: Mapping[str, Any] | None = None,
+    trained_states: Sequence[int] | None = None,
 ) -> EngineView:
     """What ``release`` builds from ``raw_config`` for a target of that model_type and depth (either may be None);
     ``target_architecture`` (the target config's architectures[0]) decides whether its class can capture at all, and
-    ``target_vocab_size`` what the loader does with d2t (the draft's vocab_size stands in when it is None)."""
+    ``target_vocab_size`` what the loader does with d2t (the draft's vocab_size stands in when it is None).
+
+    ``deployment`` holds the user's deployment settings (None: none set); only a release that takes its capture from
+    the deployment reads it (TensorRT-LLM: ``eagle3_layers_to_capture``). ``trained_states`` (the hs[] the draft was
+    trained on, in its fc's order; None: unknown) lets such a release say which setting feeds them."""
     rel = _release(release)
     cls, routed = rel.draft_class(raw_config)
     where, ids, ids_cite = rel.read_ids(raw_config, target_model_type)
     support = target_support(rel.target_classes, target_architecture, target_model_type)
     aux_capture, aux_cite = rel.aux_capture(raw_config, target_model_type) if rel.aux_capture else (True, None)
     citations = {"ids_from": str(ids_cite), "draft_class": routed, "target_class": support.why}
-    rule, picked, reachable, problems, refusal = _capture_reading(
-        rel, support, aux_capture, ids, target_model_type, target_num_layers, citations
-    )
+    setting: dict[str, list[int]] | None = None
+    impossible: str | None = None
+    k_deployed: tuple[int, str] | None = None
+    if rel.deployment_capture is not None:
+        dc = rel.deployment_capture
+        where, ids, rule, picked, reachable, problems, refusal = _deployment_reading(
+            dc, deployment, target_num_layers, citations
+        )
+        count = len(ids) if ids is not None else 1 if target_num_layers == 1 else 3  # the defaults are 3 layers
+        k_deployed = (count, f"len({dc.key}) sizes fc ({dc.num_capture})")
+        setting, impossible = _capture_setting(dc, trained_states, target_num_layers)
+    else:
+        rule, picked, reachable, problems, refusal = _capture_reading(
+            rel, support, aux_capture, ids, target_model_type, target_num_layers, citations
+        )
     if aux_capture is False:
         citations["hidden_state_indices"] = str(aux_cite)
     elif "depends" in where:
@@ -224,6 +244,8 @@ def engine_view(
     if aux_capture is not False and ids is not None and not ids and rel.engine == "sglang":
         problems.append("an empty eagle_config id list captures nothing")
     k, k_from = cls.num_aux(raw_config) if cls else (None, "no draft class")
+    if cls is not None and k_deployed is not None:
+        k, k_from = k_deployed
     if cls is None:
         problems.append(f"no EAGLE3 draft class: {routed}")
     nbf = cls.norm_before_fc(raw_config) if cls else None
@@ -266,7 +288,75 @@ def engine_view(
         num_layers=_draft_layers(rel.engine, raw_config),
         problems=problems,
         citations=citations,
+        capture_setting=setting,
+        capture_impossible=impossible,
     )
+
+
+def _deployment_reading(
+    dc: DeploymentCapture, deployment: Mapping[str, Any] | None, n: int | None, citations: dict[str, str]
+) -> tuple[str, list[int] | None, str, list[int] | None, list[int] | None, list[str], str | None]:
+    """(ids_from, ids, rule, hs[] fed, [lo, hi] reachable, problems, why start-up fails or None) of a release that
+    takes its capture from the deployment's ``dc.key``: a set of layer ids (layer i feeds hs[i + dc.shift]), sorted;
+    unset, the defaults hs[2, N//2, N-3], and a start-up refusal for small N."""
+    raw = deployment.get(dc.key) if deployment else None
+    rule = f"{dc.key} (layer outputs: hs[i+{dc.shift}], sorted)"
+    reachable = [dc.shift, n - 1 + dc.shift] if n is not None else None
+    citations["hidden_state_indices"] = str(dc.capture)
+    if raw is None:
+        citations["ids_from"] = str(dc.defaults)
+        if n is None:
+            return "defaults", None, rule, None, None, [], None
+        if n == 1:
+            return "defaults", None, rule, [dc.single_layer], reachable, [], None
+        if n <= dc.min_layers:
+            refusal = (
+                f"unset {dc.key} on a target of {n} layers: ValueError('Not enough hidden layers for default EAGLE3 "
+                f"capture') at start-up ({dc.defaults})"
+            )
+            return "defaults", None, rule, None, reachable, [refusal], refusal
+        picked = default_hidden_states(n)
+        # the defaults are a tuple, not a set: for N = 6 a layer is named twice, and the capture loop stops at
+        # the first match (dc.capture), so one slot of the K=3 is never written
+        short = [] if len(picked) == 3 else [f"the default names a layer twice on {n} layers: a slot is never reached"]
+        return "defaults", None, rule, picked, reachable, short, None
+    citations["ids_from"] = str(dc.setting)
+    values = list(raw) if isinstance(raw, (list, tuple, set, frozenset)) else None
+    if values is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "deployment", None, rule, None, reachable, [f"{dc.key} {raw!r} is not a set of layer ids"], None
+    ids = sorted(set(values))
+    picked = [i + dc.shift for i in ids]
+    problems: list[str] = []
+    if any(i < 0 for i in ids):
+        problems.append(f"{dc.key} {ids}: a negative id is no decoder layer; it is never reached by one")
+    if n is not None and any(i >= n for i in ids):
+        past = [i + dc.shift for i in ids if i >= n]
+        problems.append(f"hs{past} is never reached: the target has {n} layers, capture is short ({dc.capture})")
+    return "deployment", ids, rule, picked, reachable, problems, None
+
+
+def _capture_setting(
+    dc: DeploymentCapture, trained: Sequence[int] | None, n: int | None
+) -> tuple[dict[str, list[int]] | None, str | None]:
+    """(the ``dc.key`` setting that feeds exactly ``trained``, in the release's convention; why none can). The
+    setting is None when the default capture already feeds them, or when ``trained`` is unknown."""
+    if trained is None or not trained:
+        return None, None
+    states = list(trained)
+    if len(set(states)) != len(states):
+        return None, f"the draft was trained on hs{states}, with repeats: {dc.key} is a set, each layer fed once"
+    if min(states) < dc.shift:
+        return None, f"hs{[s for s in states if s < dc.shift]} is no decoder layer's output: no {dc.key} feeds it"
+    if n is not None and max(states) > n - 1 + dc.shift:
+        return None, f"hs{[s for s in states if s > n - 1 + dc.shift]} is past the target's {n} layers"
+    if states != sorted(states):
+        return None, (
+            f"the draft was trained on hs{states} in that order; TensorRT-LLM sorts {dc.key} ({dc.sorts}) and "
+            f"feeds hs{sorted(states)}: no setting feeds the trained order"
+        )
+    if n is not None and n > dc.min_layers and default_hidden_states(n) == states:
+        return None, None
+    return {dc.key: [s - dc.shift for s in states]}, None
 
 
 def _draft_layers(engine: str, raw: Mapping[str, Any]) -> int:

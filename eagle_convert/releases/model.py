@@ -241,6 +241,26 @@ class EngineView:
     caveats: dict[str, str] = field(default_factory=dict)  # Release.caveats: key -> "what (file:line)"
     problems: list[str] = field(default_factory=list)  # what fails at load or start-up, from the config alone
     citations: dict[str, str] = field(default_factory=dict)  # view field -> file:line it follows
+    # releases whose capture is a deployment setting (TensorRT-LLM): the setting, in the release's own convention,
+    # that feeds exactly the trained states (None: the default already does, or the trained states are unknown)
+    capture_setting: dict[str, list[int]] | None = None
+    capture_impossible: str | None = None  # why no setting can feed the trained states (None: one can, or unknown)
+
+
+@dataclass(frozen=True)
+class DeploymentCapture:
+    """A release that takes the captured layers from the user's deployment, never from the draft config
+    (TensorRT-LLM's ``speculative_config.eagle3_layers_to_capture``): how it reads the setting and its defaults."""
+
+    key: str  # the deployment setting, e.g. "eagle3_layers_to_capture"
+    shift: int  # hs[] index = setting id + shift (1: ids are decoder layer outputs)
+    min_layers: int  # the default capture needs N > min_layers, else start-up fails
+    single_layer: int  # hs[] captured by default when N == 1
+    setting: Cite  # where the setting is read (unset: None)
+    defaults: Cite  # the default layers and the refusal for small N
+    sorts: Cite  # the set is sorted before capture
+    capture: Cite  # where a layer's output is captured
+    num_capture: Cite  # K (the draft fc's inputs) = len(the captured layers)
 
 
 @dataclass(frozen=True)
@@ -276,6 +296,7 @@ class Release:
     tensor_fates: Callable[[Mapping[str, Any], str | None, int | None], tuple[TensorFate, ...]] = (
         lambda raw, cls, vocab: ()
     )
+    deployment_capture: DeploymentCapture | None = None  # the capture is a deployment setting (TensorRT-LLM)
 
 
 def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | None) -> list[int] | None:

@@ -1,0 +1,191 @@
+"""TensorRT-LLM releases (the PyTorch backend), modelled from its source and never run here: it needs CUDA.
+
+The released wheels are on NVIDIA's package index, out of reach from these machines, and the repository is too large
+to copy here; so the record was read from NVIDIA/TensorRT-LLM's files as stored by the reference index, each at the
+commit named in its citation (``file@commit:lines``), not at a release tag:
+
+- ``tensorrt_llm/_torch/speculative/eagle3.py`` at f933a60 (the capture: defaults, the refusal for small N, sorting);
+- ``tensorrt_llm/_torch/models/modeling_speculative.py`` at b35ac1b, whose ``tensorrt_llm/version.py`` reads
+  ``1.2.0rc2`` (the EAGLE3 draft class and the config keys it reads);
+- ``tensorrt_llm/llmapi/llm_args.py`` (``EagleDecodingConfig``): its fields were read in the index's text, whose commit
+  and lines could not be pinned here, so no behaviour cites it.
+
+Unlike SGLang and vLLM, TensorRT-LLM never reads the draft's ``eagle_aux_hidden_state_layer_ids``: the captured layers
+are the deployment's ``speculative_config.eagle3_layers_to_capture`` (``DeploymentCapture``), ids of decoder layer
+*outputs* (layer i feeds hs[i+1]), sorted before capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from eagle_convert.releases.model import Behaviour, Capture, Cite, DeploymentCapture, DraftClass, Release
+
+SOURCE = (
+    "NVIDIA/TensorRT-LLM source as stored by the reference index, not a release tag: "
+    "tensorrt_llm/_torch/speculative/eagle3.py at commit f933a60, "
+    "tensorrt_llm/_torch/models/modeling_speculative.py at commit b35ac1b (version.py 1.2.0rc2)"
+)
+EAGLE3 = "tensorrt_llm/_torch/speculative/eagle3.py@f933a60"
+MODELING = "tensorrt_llm/_torch/models/modeling_speculative.py@b35ac1b"
+SETTING = "eagle3_layers_to_capture"
+
+
+def _e(lines: str) -> Cite:
+    return Cite(EAGLE3, lines)
+
+
+def _m(lines: str) -> Cite:
+    return Cite(MODELING, lines)
+
+
+CAPTURE = DeploymentCapture(
+    key=SETTING,
+    shift=1,
+    min_layers=5,
+    single_layer=1,
+    setting=_e("110-113"),
+    defaults=_e("129-137"),
+    sorts=_e("138-139"),
+    capture=_e("208-222"),
+    num_capture=_e("144"),
+)
+
+# the target-side rule, for the docs and for readers that ask a record for a family's capture: every target the
+# PyTorch backend serves goes through the same spec metadata (which target classes call it was not read here)
+_CAPTURE = Capture(rule="+1", can_capture_n=True, cite=_e("208-222"))
+
+_DRAFT_CITES = (
+    Behaviour("qkv", "layer 0 attention takes [embeds, hidden] (2H); q/k/v bias from attention_bias", _m("27-67")),
+    Behaviour("mlp", "MLP width intermediate_size (intermediate_size_mlp for llama4_text); no MoE", _m("83-96")),
+    Behaviour(
+        "norms",
+        "input_layernorm (embeddings), hidden_norm (the fed state), post_attention_layernorm, final norm: no fc_norm, "
+        "input_norm, norm_output or norm_before_residual branch exists",
+        _m("97-140"),
+    ),
+    Behaviour(
+        "target_hidden_size",
+        "fc in-width = target_hidden_size if the attribute exists, else hidden_size (an explicit null fails)",
+        _m("159-162"),
+    ),
+    Behaviour(
+        "fc",
+        "fc is built only when the spec config captures more than one layer, K = its num_capture_layers (defined "
+        "in llm_args.py, not read here), bias = config bias; applied only when the fed width differs from hidden_size",
+        _m("164-169"),
+    ),
+    Behaviour("num_hidden_layers", "N draft layers (a ModuleList midlayer when N > 1)", _m("171-177")),
+    Behaviour(
+        "d2t",
+        "d2t is a parameter only when draft_vocab_size is set and differs from vocab_size (read as an attribute)",
+        _m("183-186"),
+    ),
+    Behaviour(
+        "embed_tokens",
+        "the draft builds its own embed_tokens only when target_hidden_size differs from hidden_size; otherwise "
+        "the target's is used",
+        _m("188-206"),
+    ),
+    Behaviour("draft_vocab_size", "draft_vocab_size null -> vocab_size", _m("264-266")),
+    Behaviour(
+        "lm_head",
+        "the target's lm_head unless the checkpoint holds an lm_head tensor; every other name is prefixed model.",
+        _m("301-323"),
+    ),
+)
+
+EAGLE3_FOR_CAUSAL_LM = DraftClass(
+    name="modeling_speculative.Eagle3ForCausalLM",
+    attention="mha",
+    fc_norm=lambda raw: False,
+    norm_output=lambda raw: False,
+    norm_before_fc=lambda raw: None,
+    norm_before_residual=lambda raw: False,
+    use_aux_hidden_state=lambda raw: True,
+    # K comes from the deployment, not the config: engine_view replaces this with len(the captured layers)
+    num_aux=lambda raw: (3, "the deployment's capture count (default 3)"),
+    qk_norm=False,
+    unknown_tensors="not read",  # DecoderModelForCausalLM.load_weights was not read here
+    legacy_aux_norm_names=False,
+    cites=_DRAFT_CITES,
+    bias_is="fc",
+    required_keys=("draft_vocab_size",),
+    reads_norm_before_residual=False,
+    null_target_hidden_size="crash",
+    null_draft_vocab_size="vocab_size",
+    embed_tokens="replaced by the target's",
+)
+
+
+def _draft_class(_raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
+    return EAGLE3_FOR_CAUSAL_LM, (
+        f"the EAGLE3 draft is Eagle3ForCausalLM, registered as EAGLE3LlamaForCausalLM ({_m('255-257')}); how the "
+        "draft config's architectures pick it, and any MLA draft class, were not read here"
+    )
+
+
+def _read_ids(_raw: Mapping[str, Any], _model_type: str | None) -> tuple[str, list[int] | None, Cite]:
+    return "defaults", None, CAPTURE.setting  # never the draft's ids: the deployment's setting (engine_view)
+
+
+BEHAVIOURS = (
+    Behaviour(
+        "ids-location",
+        "the captured layers are speculative_config.eagle3_layers_to_capture (a set, default None); the draft's "
+        "eagle_aux_hidden_state_layer_ids are not read (EagleDecodingConfig in llm_args.py, read without lines)",
+        CAPTURE.setting,
+    ),
+    Behaviour(
+        "ids-convention",
+        "layer i captures hidden_states + residual after decoder layer i: hs[i+1], up to hs[N]",
+        CAPTURE.capture,
+    ),
+    Behaviour(
+        "defaults",
+        "unset: layers {1, N//2-1, N-4} = hs[2, N//2, N-3]; N == 1: layer 0; N <= 5: ValueError('Not enough hidden "
+        "layers for default EAGLE3 capture') at start-up",
+        CAPTURE.defaults,
+    ),
+    Behaviour(
+        "defaults-one-model",
+        "the one-model path (eagle3_one_model, default true) has the same defaults and refusal",
+        _e("247-257"),
+    ),
+    Behaviour(
+        "sorted",
+        "a given set is sorted: a draft trained on its states in another order is fed them reordered",
+        CAPTURE.sorts,
+    ),
+    Behaviour("sorted-one-model", "the one-model path sorts the set too", _e("258-259")),
+    Behaviour(
+        "minus-one",
+        "two-model path: a -1 in the set is moved last (eagle3_model_arch mistral_large3; what fills it, and the "
+        "{-1} default of mistral_large3, were not read here)",
+        _e("140-143"),
+    ),
+    Behaviour("num-capture", "K = len(the captured layers) sizes the capture buffer", CAPTURE.num_capture),
+    Behaviour("capture-one-model", "the one-model path captures the same tensors", _e("293-305")),
+    *(Behaviour(f"Eagle3ForCausalLM:{b.key}", b.does, b.cite) for b in _DRAFT_CITES),
+)
+
+TRTLLM_1_2 = Release(
+    name="trtllm@1.2",
+    engine="trtllm",
+    version="1.2",
+    runner=None,
+    summary=(
+        "TensorRT-LLM 1.2 (PyTorch backend), modelled from its source and not run here (CUDA only); captures the "
+        "deployment's eagle3_layers_to_capture, not the draft's ids; not in the default selection"
+    ),
+    source=SOURCE,
+    read_ids=_read_ids,
+    capture=lambda _model_type: _CAPTURE,
+    draft_class=_draft_class,
+    behaviours=BEHAVIOURS,
+    newest=True,
+    deployed=False,  # kept out of --engine's default (deployed) selection: choose it with --engine trtllm
+    deployment_capture=CAPTURE,
+)
+RELEASES = (TRTLLM_1_2,)
