@@ -452,45 +452,50 @@ def test_cli_refuses_cuda_without_a_gpu(clean: Path, random_target: Path, tmp_pa
 
 
 def test_progress_bars_on_a_terminal(clean: Path, random_target: Path) -> None:
-    """On a terminal, verify --level target shows the probe's long parts as progress bars on stderr (and on a pipe,
-    as in every other test here, nothing of them)."""
+    """On a terminal, verify --level target shows the probe's long parts as progress bars on stderr, then the report
+    on stdout (and on a pipe, as in every other test here, nothing of the bars)."""
     import os
     import pty
     import subprocess
     import sys
     import threading
 
-    main, child = pty.openpty()
+    err_main, err_child = pty.openpty()
+    out_main, out_child = pty.openpty()
     args = ["verify", str(clean), "--level", "target", "--target", str(random_target), "--probe-steps", "1"]
     args += ["--probe-positions", "64"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "eagle_convert", *args, "--exit-zero", "--no-hash"],
-        stdout=subprocess.DEVNULL,
-        stderr=child,
+        stdout=out_child,
+        stderr=err_child,
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
     )
-    os.close(child)
-    chunks: list[bytes] = []
+    os.close(err_child)
+    os.close(out_child)
+    chunks: dict[int, list[bytes]] = {err_main: [], out_main: []}
 
-    def drain() -> None:
+    def drain(fd: int) -> None:
         while True:
             try:
-                data = os.read(main, 65536)
+                data = os.read(fd, 65536)
             except OSError:  # the child closed its end
                 return
             if not data:
                 return
-            chunks.append(data)
+            chunks[fd].append(data)
 
-    reader = threading.Thread(target=drain)
-    reader.start()
+    readers = [threading.Thread(target=drain, args=(fd,)) for fd in chunks]
+    for reader in readers:
+        reader.start()
     assert proc.wait(timeout=300) == 0
-    reader.join(timeout=10)
-    os.close(main)
-    text = b"".join(chunks).decode("utf-8", "replace")
-    assert "generating probe text" in text and "probe: draft chains" in text and "steps" in text
-    assert "Acceptance probe" in text
+    for reader in readers:
+        reader.join(timeout=10)
+    os.close(err_main)
+    os.close(out_main)
+    err, out = (b"".join(chunks[fd]).decode("utf-8", "replace") for fd in (err_main, out_main))
+    assert "generating probe text" in err and "probe: draft chains" in err and "steps" in err
+    assert "Acceptance probe" in out and "probe: draft chains" not in out  # the report on stdout, the bars on stderr
 
 
 def test_target_level_runs_an_mla_draft_against_a_deepseek_target(tmp_path: Path) -> None:
