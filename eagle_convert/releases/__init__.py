@@ -25,6 +25,8 @@ from eagle_convert.releases.model import (
     TensorFate,
     apply_capture,
     default_hidden_states,
+    on_platform,
+    pipeline_reading,
     target_support,
 )
 
@@ -214,7 +216,11 @@ def engine_view(
     cls, routed = rel.draft_class(raw_config)
     where, ids, ids_cite = rel.read_ids(raw_config, target_model_type)
     support = target_support(rel.target_classes, target_architecture, target_model_type)
+    support, platform_caveat = on_platform(rel.target_classes, support, _setting(deployment, "platform", str))
     aux_capture, aux_cite = rel.aux_capture(raw_config, target_model_type) if rel.aux_capture else (True, None)
+    pp_refusal, pp_caveat = pipeline_reading(
+        rel.pipeline_parallel if aux_capture else None, support, _setting(deployment, "pipeline_parallel_size", int)
+    )
     citations = {"ids_from": str(ids_cite), "draft_class": routed, "target_class": support.why}
     setting: dict[str, list[int]] | None = None
     impossible: str | None = None
@@ -231,6 +237,9 @@ def engine_view(
         rule, picked, reachable, problems, refusal = _capture_reading(
             rel, support, aux_capture, ids, target_model_type, target_num_layers, citations
         )
+    if pp_refusal is not None:
+        problems.append(pp_refusal)
+        refusal = refusal or pp_refusal
     if aux_capture is False:
         citations["hidden_state_indices"] = str(aux_cite)
     elif "depends" in where:
@@ -284,13 +293,23 @@ def engine_view(
         target_refusal=refusal,
         aux_capture=aux_capture,
         tensor_fates=list(rel.tensor_fates(raw_config, cls.name if cls else None, target_vocab_size)),
-        caveats={b.key: f"{b.does} ({b.cite})" for b in rel.caveats},
+        caveats={b.key: f"{b.does} ({b.cite})" for b in rel.caveats}
+        | ({"platform": platform_caveat} if platform_caveat else {})
+        | ({"pipeline-parallel": pp_caveat} if pp_caveat else {}),
         num_layers=_draft_layers(rel.engine, raw_config),
         problems=problems,
         citations=citations,
         capture_setting=setting,
         capture_impossible=impossible,
     )
+
+
+def _setting(deployment: Mapping[str, Any] | None, key: str, kind: type) -> Any:
+    """The deployment's ``key`` as ``kind`` (a digit string reads as an int), None when unset or of another type."""
+    value = deployment.get(key) if deployment else None
+    if kind is int and isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
 
 def _deployment_reading(

@@ -49,6 +49,16 @@ class Capture:
 
 
 @dataclass(frozen=True)
+class PlatformClass:
+    """A target architecture whose class the release picks by platform, and the platforms whose class has no EAGLE3
+    capture where the default (CUDA) class has it."""
+
+    without_on: tuple[str, ...]  # vLLM's device names ("rocm", "xpu", "cpu", "tpu") whose class lacks the capture
+    cite: Cite  # where the package picks the class by platform
+    why: str  # what each platform gets, with the cited lines
+
+
+@dataclass(frozen=True)
 class TargetClasses:
     """The target classes of one release that can capture EAGLE3 aux states (read from its wheel:
     ``releases/target_classes.py``), and what happens to any other class."""
@@ -60,6 +70,18 @@ class TargetClasses:
     fallback_eagle3: bool
     fallback_cite: Cite
     registered: int  # target architectures the release registers
+    # architectures whose capture depends on the platform (the verdicts above are the default platform's, CUDA)
+    platforms: Mapping[str, PlatformClass] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PipelineParallel:
+    """What a release does with a target's EAGLE3 aux capture when ``pipeline_parallel_size`` > 1, by target class."""
+
+    relays: Mapping[str, Cite]  # architecture -> where its decoder relays aux states across pipeline stages
+    refuses: Mapping[str, Cite]  # architecture -> its decoder class, which does not: start-up fails
+    check: Cite | None  # where start-up refuses a class that does not relay (None: the runner checks nothing)
+    does: str  # what the release does with pipeline_parallel_size > 1 on a class of neither table
 
 
 @dataclass(frozen=True)
@@ -171,6 +193,47 @@ def _verdict(classes: TargetClasses, arch: str) -> TargetSupport:
         return TargetSupport(arch, True, why, classes.fallback_cite)
     why = f"{arch} is not registered: {classes.fallback} serves it, without EAGLE3 capture ({classes.fallback_cite})"
     return TargetSupport(arch, False, why)
+
+
+def on_platform(
+    classes: TargetClasses | None, support: TargetSupport, platform: str | None
+) -> tuple[TargetSupport, str | None]:
+    """``support`` on the deployment's ``platform`` (vLLM's device name; None: not known), and what the verdict depends
+    on when the target's class is picked by platform and the platform is not known (a caveat, else None)."""
+    if classes is None or support.eagle3 is not True or not support.architecture:
+        return support, None
+    picked = [(a, classes.platforms[a]) for a in support.architecture.split("/") if a in classes.platforms]
+    if not picked:
+        return support, None
+    arch, pc = picked[0]
+    if platform is None:
+        return support, (
+            f"{arch} captures on CUDA but not on {' or '.join(pc.without_on)}, where start-up fails "
+            f"({classes.refusal}): {pc.why} ({pc.cite}); the platform is the deployment's, not the draft's"
+        )
+    if platform.lower() not in pc.without_on:
+        return support, None
+    why = f"on {platform.lower()}, {pc.why} ({pc.cite}): no EAGLE3 capture; start-up fails ({classes.refusal})"
+    return TargetSupport(support.architecture, False, why), None
+
+
+def pipeline_reading(
+    pp: PipelineParallel | None, support: TargetSupport, size: int | None
+) -> tuple[str | None, str | None]:
+    """(why start-up fails with ``pipeline_parallel_size`` ``size``, or None; what the capture depends on when
+    ``size`` is not known or the class's decoder was not read, or None) for a target class that captures."""
+    if pp is None or support.eagle3 is not True or size == 1:
+        return None, None
+    names = (support.architecture or "").split("/")
+    if names and all(a in pp.refuses for a in names):
+        what = (
+            f"{support.architecture}'s decoder ({pp.refuses[names[0]]}) does not relay aux states across pipeline "
+            f"stages: with pipeline_parallel_size > 1, start-up fails with ValueError ({pp.check})"
+        )
+        return (None, f"{what}; with 1 (the default) it runs") if size is None else (what, None)
+    if size is None or (names and all(a in pp.relays for a in names)):
+        return None, None
+    return None, f"pipeline_parallel_size {size}: {pp.does}"
 
 
 @dataclass(frozen=True)
@@ -297,6 +360,7 @@ class Release:
         lambda raw, cls, vocab: ()
     )
     deployment_capture: DeploymentCapture | None = None  # the capture is a deployment setting (TensorRT-LLM)
+    pipeline_parallel: PipelineParallel | None = None  # the capture with pipeline_parallel_size > 1 (None: not read)
 
 
 def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | None) -> list[int] | None:

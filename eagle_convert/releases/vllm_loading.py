@@ -9,6 +9,7 @@ from typing import Any
 
 from eagle_convert.releases import target_classes
 from eagle_convert.releases.model import Cite, TargetClasses, TensorFate, ids_at
+from eagle_convert.releases.vllm_axes import PLATFORMS_0_33
 
 
 def _c(file: str, lines: str) -> Cite:
@@ -49,6 +50,7 @@ def target_classes_of(version: str, runner: str) -> TargetClasses:
             else "1346-1375, model_executor/models/transformers/base.py:103",
         ),
         registered=target_classes.REGISTERED[key],
+        platforms=PLATFORMS_0_33 if version == "0.33" else {},  # 0.28's platform-picked classes were not read
     )
 
 
