@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.context import located
+from eagle_convert.verify.deployment import check_deployment
 from eagle_convert.verify.gate import engines_json, gate_findings, views
 from eagle_convert.verify.static_config import null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
@@ -37,6 +39,7 @@ class InspectReport:
     groups: list[TensorGroup]
     findings: list[Finding]
     engines: tuple[str, ...] = ()  # the releases the gate findings were checked against (--engine), in order
+    deployment: Mapping[str, Any] = field(default_factory=dict)  # the deployment settings every view read
 
     def summary(self) -> dict[str, int]:
         """Findings by severity, as verify's summary counts them."""
@@ -82,7 +85,7 @@ class InspectReport:
                 "evidence": aux.evidence,
                 "hidden_state_indices": aux.hidden_state_indices,
                 "readings": aux.states_by_convention,
-                "engines": engines_json(spec),
+                "engines": engines_json(spec, deployment=self.deployment),
             },
             "num_aux_hidden_states": spec.num_aux_hidden_states,
             "num_aux_hidden_states_source": spec.num_aux_source,
@@ -109,6 +112,7 @@ class InspectReport:
             },
             "findings": [{**f.to_dict(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
             "engines": list(self.engines),
+            "deployment": dict(self.deployment),
             "summary": self.summary(),
         }
 
@@ -146,11 +150,15 @@ def inspect_checkpoint(
     aux_convention: str | None = None,
     token: str | None = None,
     engine: str = DEFAULT_ENGINES,
+    deployment: Mapping[str, Any] | None = None,
 ) -> InspectReport:
     """Open ``path`` (a directory, file or Hub repo id; headers only), detect its format and return the report.
 
-    ``engine`` selects the releases whose views the findings are checked against (as ``verify --engine``)."""
+    ``engine`` selects the releases whose views the findings are checked against (as ``verify --engine``);
+    ``deployment`` the user's deployment settings those views read (TensorRT-LLM's ``eagle3_layers_to_capture``,
+    checked: a key no selected release reads, or a bad value, is a UsageError)."""
     releases = resolve_engines(engine)
+    settings = check_deployment(deployment or {}, releases)
     ckpt = open_source(path, token)
     target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
     spec = detect(ckpt, target_cfg, aux_convention)
@@ -169,6 +177,6 @@ def inspect_checkpoint(
         finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
         for key in null_typed_fields(ckpt.config or {})
     ]
-    gate = gate_findings(spec, ckpt.tensors, views(spec, releases))
+    gate = gate_findings(spec, ckpt.tensors, views(spec, releases, settings))
     found = [located(spec, ckpt, f) for f in found + spec.findings + gate]
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, tuple(r.name for r in releases))
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, tuple(r.name for r in releases), settings)

@@ -85,7 +85,11 @@ def test_k_other_than_3_in_eagle_config(tmp_path: Path, k: int) -> None:
     assert doc["num_aux_hidden_states"] == k
     assert doc["num_aux_hidden_states_source"] == f"fc.weight width / {H}"
     assert doc["aux_layers"]["hidden_state_indices"] == [i + 1 for i in ids]
-    assert {"EC107", "EC211"}.isdisjoint(rules(doc))  # both engines count eagle_config ids: an fc K wide
+    read_ids = {f["rule_id"] for f in doc["findings"] if not (f["engine"] or "").startswith("trtllm@")}
+    assert {"EC107", "EC211"}.isdisjoint(read_ids)  # both engines count eagle_config ids: an fc K wide
+    # TensorRT-LLM reads no ids from the draft: unset, its setting captures 3 layers, and the finding names the K ids
+    trtllm = {f["rule_id"] for f in doc["findings"] if (f["engine"] or "").startswith("trtllm@")}
+    assert trtllm == {"EC114", "EC211"}
     shapes = {t["name"]: t["shape"] for t in doc["tensors"]["items"]}
     assert shapes["fc.weight"] == [H, k * H]
 

@@ -259,3 +259,26 @@ def test_an_hf_scheme_that_went_through_a_path_argument_still_names_the_hub() ->
 
     for text in ("hf://owner/name@main", str(Path("hf://owner/name@main"))):
         assert parse_repo_ref(text) == ("owner/name", "main") == hub_repo_ref(text)
+
+
+def test_the_card_of_a_trtllm_verified_draft_gives_its_launch_lines(hub: FakeHub, fx: Path, tmp_path: Path) -> None:
+    # a draft trained on hs[4, 7, 10] (SpecForge ids [3, 6, 9]): TensorRT-LLM feeds its default hs[2, 6, 9] unless
+    # the deployment says eagle3_layers_to_capture [3, 6, 9]; verified with that setting, the card carries it
+    draft = write_layout(tmp_path / "draft", LAYOUTS["specforge-mha"])
+    config = json.loads((draft / "config.json").read_text())
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [3, 6, 9]
+    (draft / "config.json").write_text(json.dumps(config))
+    target = fx / "targets" / "target-llama"
+    with pytest.raises(GateFailed):  # the setting unset: EC114, nothing is pushed
+        push_checkpoint(draft, "org/trt", target=target, engine="trtllm", dry_run=True)
+    dry = push_checkpoint(
+        draft,
+        "org/trt",
+        target=target,
+        engine="trtllm",
+        dry_run=True,
+        deployment={"eagle3_layers_to_capture": [3, 6, 9]},
+    )
+    assert "trtllm-serve <target-model> --extra_llm_api_options extra_llm_api_options.yaml" in dry.card
+    assert "  eagle3_layers_to_capture: [3, 6, 9]" in dry.card and "speculative_model_dir: org/trt" in dry.card
+    assert "vllm serve" not in dry.card  # only the engines verified

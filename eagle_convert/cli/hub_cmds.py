@@ -61,6 +61,14 @@ def push(
     level: str = level_option("verify level that must pass."),
     fail_level: str = fail_level_option("Lowest severity that blocks."),
     strict: bool = typer.Option(False, "--strict", help="verify --strict."),
+    engine_arg: list[str] | None = typer.Option(
+        None,
+        "--engine-arg",
+        metavar="KEY=VALUE",
+        help="A deployment setting verify reads: eagle3_layers_to_capture=[1,5,9] for a trtllm release (the value "
+        "is JSON; the card's launch lines give the setting that feeds the trained states). Repeatable.",
+        show_default=False,
+    ),
     create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing to main."),
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the exact files and card; upload nothing."),
@@ -73,6 +81,7 @@ def push(
 ) -> None:
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
     from eagle_convert.hub.publish import push_checkpoint
+    from eagle_convert.real_engine.engine_args import parse_engine_args
     from eagle_convert.render.json_output import write_json
     from eagle_convert.verify.run import load_settings
 
@@ -85,6 +94,7 @@ def push(
         level=level,
         fail_level=fail_level,
         strict=strict,
+        deployment=parse_engine_args(engine_arg or ()),  # checked by verify's request
         create_pr=create_pr,
         private=private,
         dry_run=dry_run,

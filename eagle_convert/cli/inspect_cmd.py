@@ -46,18 +46,35 @@ def inspect(
     token: str | None = typer.Option(
         None, "--token", help="Hub token for private repos (default: HF_TOKEN or the login); never printed."
     ),
+    engine_arg: list[str] | None = typer.Option(
+        None,
+        "--engine-arg",
+        metavar="KEY=VALUE",
+        help="A deployment setting that decides what a selected release feeds the draft, as verify's: "
+        "eagle3_layers_to_capture=[1,5,9] for a trtllm release (TensorRT-LLM reads no aux-layer ids from the "
+        "draft). The value is JSON. Repeatable.",
+        show_default=False,
+    ),
+    engine_config: Path | None = typer.Option(
+        None,
+        "--engine-config",
+        metavar="FILE",
+        help="The same settings as one JSON (.json) or YAML mapping; --engine-arg wins over it.",
+    ),
     _quiet: bool = quiet_option(),
     _verbose: bool = verbose_option(),
     _color: str = color_option(),
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
     from eagle_convert.inspect_api import inspect_checkpoint
+    from eagle_convert.real_engine.engine_args import engine_args
     from eagle_convert.render.json_output import json_errors, write_json
     from eagle_convert.verify.run import load_settings
 
     with json_errors(as_json, "inspect", path):
         engines = chosen_engines(engine, load_settings(Path.cwd()))
-        report = inspect_checkpoint(str(path), target, aux_convention, token, engine=engines)
+        deployment = engine_args(engine_arg or (), engine_config)  # checked by inspect_checkpoint
+        report = inspect_checkpoint(str(path), target, aux_convention, token, engine=engines, deployment=deployment)
     if as_json:
         write_json(report.to_dict())
         return

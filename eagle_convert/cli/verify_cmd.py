@@ -229,7 +229,8 @@ def verify(
         metavar="KEY=VALUE",
         help="--level engine: a setting of the engine in its own Python name (vLLM's LLM(...)/EngineArgs, SGLang's "
         "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
-        "by the engine before it loads anything.",
+        "by the engine before it loads anything. At every level with a trtllm release selected: "
+        "eagle3_layers_to_capture=[1,5,9], the deployment's setting that decides what TensorRT-LLM feeds the draft.",
         show_default=False,
         rich_help_panel=ENGINE,
     ),
@@ -237,8 +238,8 @@ def verify(
         None,
         "--engine-config",
         metavar="FILE",
-        help="--level engine: engine settings as one JSON (.json) or YAML mapping, the same keys as --engine-arg, "
-        "which wins over it.",
+        help="--level engine (eagle3_layers_to_capture: every level): engine settings as one JSON (.json) or YAML "
+        "mapping, the same keys as --engine-arg, which wins over it.",
         rich_help_panel=ENGINE,
     ),
     engine_url: str | None = typer.Option(

@@ -10,8 +10,9 @@ import json
 from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.read.config import TargetConfig
-from eagle_convert.releases import launch_command, resolve_engines
-from eagle_convert.verify.gate import views
+from eagle_convert.releases import Release, launch_command, resolve_engines
+from eagle_convert.verify.deployment import CAPTURE_KEY
+from eagle_convert.verify.gate import capture_setting_for, views
 from eagle_convert.verify.report import VerifyReport
 
 
@@ -22,6 +23,49 @@ def _v(value: object) -> str:
 
 def _yaml_list(items: list[str]) -> str:
     return "\n".join(f"- {json.dumps(i)}" for i in items)
+
+
+def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: str, steps: int = 3) -> list[str]:
+    """TensorRT-LLM's launch lines when a trtllm release was verified: ``trtllm-serve`` with an
+    ``extra_llm_api_options`` YAML whose ``speculative_config`` carries the ``eagle3_layers_to_capture`` that feeds
+    the trained states (TensorRT-LLM reads no aux-layer ids from the draft), left out where its default does. Only
+    for a verified trtllm release: the card launches what the gate checked."""
+    releases = [r for r in releases if r.engine == "trtllm"]
+    if not releases:
+        return []
+    hidden = spec.aux.hidden_state_indices
+    default = views(spec, releases[:1])[0].hidden_state_indices  # what it feeds with the setting unset
+    setting = capture_setting_for(hidden) if hidden is not None and hidden != default else None
+    yaml = [
+        "speculative_config:",
+        "  decoding_type: Eagle3",
+        f"  max_draft_len: {steps}",
+        f"  speculative_model_dir: {draft}",
+    ]
+    if setting is not None:
+        yaml.append(f"  {CAPTURE_KEY}: {setting}  # TensorRT-LLM's convention: the outputs of these decoder layers")
+    why = "TensorRT-LLM reads no aux-layer ids from the draft: "
+    if setting is not None:
+        why += f"`{CAPTURE_KEY}: {setting}` makes it feed the trained `hs{hidden}` (unset, it captures its default)."
+    elif hidden is not None and hidden == default:
+        why += f"its default {CAPTURE_KEY} feeds the trained `hs{hidden}`."
+    else:
+        why += f"set {CAPTURE_KEY} to the outputs of the layers the draft was trained on."
+    return [
+        "trtllm:",
+        "",
+        why,
+        "",
+        "```yaml",
+        "# extra_llm_api_options.yaml",
+        *yaml,
+        "```",
+        "",
+        "```bash",
+        f"trtllm-serve {target} --extra_llm_api_options extra_llm_api_options.yaml",
+        "```",
+        "",
+    ]
 
 
 def render_card(
@@ -100,8 +144,10 @@ def render_card(
         *[
             line
             for engine in engines
+            if engine != "trtllm"  # its launch lines carry a deployment setting: trtllm_launch
             for line in (f"{engine}:", "", "```bash", launch_command(engine, target_name, repo_id), "```", "")
         ],
+        *trtllm_launch(spec, releases, target_name, repo_id),
         "## Verification",
         "",
         f"`eagle-convert verify` (level `{report.level}`, engine `{report.engine}`: "

@@ -16,6 +16,10 @@ from eagle_convert.version import docs_url
 
 # each verify level runs the rules of the levels before it
 LEVELS = ("static", "tensors", "forward", "target", "engine")
+# the modelled engines (releases.RELEASES): a rule concerns all of them unless it names some
+ALL_ENGINES = ("sglang", "vllm", "trtllm")
+# the engines that read the aux-layer ids from the draft config and that the engine level runs (not TensorRT-LLM)
+ID_READING_ENGINES = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class Rule:
     needs_headers: bool = False  # compares tensor headers with the config: skipped when the weights are pickle
     needs_target: bool = False  # compares the draft with the target: skipped without --target
     blocks_normalize: bool = False  # an error of this rule means normalize cannot convert without guessing
-    engines: tuple[str, ...] = ("sglang", "vllm")  # the engines whose behaviour it concerns
+    engines: tuple[str, ...] = ALL_ENGINES  # the engines whose behaviour it concerns
 
     @property
     def docs(self) -> str:
@@ -161,12 +165,16 @@ _RULES = (
         "EC104",
         "aux-engine-misreads",
         "error",
-        summary=("An engine would select hidden states other than the ones the draft was trained on."),
+        summary=(
+            "An engine would select hidden states other than the ones the draft was trained on (SGLang and vLLM, "
+            "which read the ids from the draft; TensorRT-LLM reads its deployment's setting: EC114, EC115)."
+        ),
         fixable=True,
         fix=(
             "run `eagle-convert normalize SRC OUT --target TARGET` (with the --aux-convention you declared, if any):"
             " it writes the ids in each engine's reading of the hidden states the draft was trained on"
         ),
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC105",
@@ -367,6 +375,7 @@ _RULES = (
         summary=("Aux-layer ids only at the top level: a release that reads eagle_config only falls back to defaults."),
         fixable=True,
         fix=_REWRITES,
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC110",
@@ -419,6 +428,41 @@ _RULES = (
             "then writes every id location and the record for that reading"
         ),
         blocks_normalize=True,
+    ),
+    Rule(
+        "EC114",
+        "aux-capture-setting",
+        "error",
+        summary=(
+            "TensorRT-LLM would feed hidden states other than the trained ones: it reads no aux-layer ids from the "
+            "draft, only the deployment's speculative_config.eagle3_layers_to_capture (unset: its default {1, N//2 - "
+            "1, N - 4}, the outputs of those layers, hs[2, N//2, N-3]), and the setting given (or the default) "
+            "differs from the layers the draft was trained on."
+        ),
+        fix=(
+            "deploy with the eagle3_layers_to_capture the finding names (TensorRT-LLM's convention: id i is the "
+            "output of decoder layer i, hs[i+1]), in the YAML given to `trtllm-serve --extra_llm_api_options FILE`: "
+            "`speculative_config: {eagle3_layers_to_capture: [...]}`; check it with `eagle-convert verify DRAFT "
+            "--engine trtllm@X.Y --engine-arg eagle3_layers_to_capture=[...]` (normalize cannot fix it: the setting "
+            "lives in the deployment, not in the draft)"
+        ),
+        engines=("trtllm",),
+    ),
+    Rule(
+        "EC115",
+        "aux-capture-impossible",
+        "error",
+        summary=(
+            "No eagle3_layers_to_capture makes TensorRT-LLM feed the states in the order the draft was trained on: "
+            "it sorts the set it is given, so a draft whose fc takes its states in another order is fed them "
+            "reordered; states no setting reaches (hs[0], the embeddings) are EC105."
+        ),
+        fixable=True,
+        fix=(
+            "run `eagle-convert normalize SRC OUT`: it puts fc's column blocks in ascending layer order and sorts the "
+            "ids; then deploy with the eagle3_layers_to_capture that `eagle-convert verify OUT --engine trtllm` names"
+        ),
+        engines=("trtllm",),
     ),
     Rule(
         "EC209",
@@ -746,6 +790,7 @@ _RULES = (
             "reference target's boundaries)."
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC722",
@@ -758,6 +803,7 @@ _RULES = (
             " draft): the engine runs the draft differently from the reference."
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC723",
@@ -770,6 +816,7 @@ _RULES = (
             "float32 it points at the engine or the draft's integration)."
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC724",
@@ -786,6 +833,7 @@ _RULES = (
             "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes the names and "
             "flags the engine loads, then run the engine level again"
         ),
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC725",
@@ -801,6 +849,7 @@ _RULES = (
             "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes every flag the "
             "weights were trained with explicitly"
         ),
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC726",
@@ -811,6 +860,7 @@ _RULES = (
             "verified: its acceptance says nothing about this draft."
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC727",
@@ -822,6 +872,7 @@ _RULES = (
             "compared with the probe."
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
     Rule(
         "EC728",
@@ -836,6 +887,7 @@ _RULES = (
             "(EC412: a tensor the loader has no parameter for; EC111: a target class that cannot capture aux states)"
         ),
         level="engine",
+        engines=ID_READING_ENGINES,
     ),
 )
 

@@ -6,17 +6,18 @@ names the release, what it will do, what the weights need, and whether ``normali
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.truth import DraftTruth, draft_truth
-from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, SHIFT, id_of, state_of
 from eagle_convert.releases import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
+from eagle_convert.verify.deployment import CAPTURE_KEY, DEPLOYMENT_KEYS
 
 FIXES, CANNOT_FIX = "; `eagle-convert normalize` fixes it", "; normalize cannot fix this"
 NOT_EAGLE3_NOTE = "; normalize cannot fix this (not an EAGLE3 draft, EC001)"
@@ -30,8 +31,9 @@ def _where(view: EngineView) -> str:
     return f"{view.ids_from} ids {view.ids}" if view.ids is not None else view.ids_from
 
 
-def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
-    """Every way ``view`` differs from ``truth`` that loses acceptance or fails to load, as findings."""
+def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | None = None) -> list[Finding]:
+    """Every way ``view`` differs from ``truth`` that loses acceptance or fails to load, as findings (``order``: the
+    trained states in fc's order, for a release that sorts what it captures)."""
     out: list[Finding] = []
     rel = view.release
     if view.target_refusal is not None:
@@ -67,7 +69,9 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
             )
         )
     picked, trained = view.hidden_state_indices, truth.hidden_states
-    if view.aux_capture is not False and picked is not None and trained is not None and picked != trained:
+    if view.engine in DEPLOYMENT_KEYS:  # the layers come from the deployment (TensorRT-LLM), not from the draft
+        out += capture_findings(truth, view, order)
+    elif view.aux_capture is not False and picked is not None and trained is not None and picked != trained:
         out.append(
             finding(
                 "EC104",
@@ -98,6 +102,90 @@ def release_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
                 )
             )
     return out
+
+
+def capture_setting_for(hidden_states: list[int]) -> list[int] | None:
+    """The ``eagle3_layers_to_capture`` that feeds ``hs[j]`` for each trained ``j``, in TensorRT-LLM's convention
+    (id i is the output of decoder layer i, i.e. ``hs[i + 1]``); None when a state is no layer's output (hs[0],
+    the embeddings)."""
+    ids = [id_of(j, "output-of") for j in hidden_states]
+    return ids if all(i >= 0 for i in ids) else None
+
+
+def paste_ready(ids: list[int]) -> str:
+    """The setting as one line of ``extra_llm_api_options`` YAML."""
+    return f"`speculative_config: {{{CAPTURE_KEY}: {ids}}}`"
+
+
+def capture_findings(truth: DraftTruth, view: EngineView, order: list[int] | None = None) -> list[Finding]:
+    """A release that takes the captured layers from the deployment: the exact setting that feeds the trained states
+    when it does not (EC114); a trained order it cannot feed, which normalize sorts (EC115); states no setting
+    reaches (EC105). ``order``: the trained states in fc's order (None: ascending)."""
+    rel, picked, trained = view.release, view.hidden_state_indices, truth.hidden_states
+    if trained is None:
+        return []
+    given = view.ids if view.ids_from == "deployment" else None
+    advised = (view.capture_setting or {}).get(CAPTURE_KEY) or capture_setting_for(trained)
+    fed = f"feeds hs{picked}" if picked is not None else "feeds no known states"
+    now = (
+        f"{rel} is given {CAPTURE_KEY}: {given}, which {fed}"
+        if given is not None
+        else f"{rel} reads no aux-layer ids from the draft: with {CAPTURE_KEY} unset it captures its default layers "
+        f"and {fed}"
+    )
+    reordered = order is not None and order != trained and len(order) == len(trained)
+    if advised is not None and reordered:  # the same states in another order: normalize sorts fc's column blocks
+        why = view.capture_impossible or f"it sorts {CAPTURE_KEY} and feeds hs{trained}, not hs{order}"
+        return [
+            finding(
+                "EC115",
+                f"{now}; no {CAPTURE_KEY} feeds the states in the order the weights were trained on: {why}"
+                + f"; `eagle-convert normalize` fixes it (fc's column blocks in ascending layer order), then set "
+                f"{CAPTURE_KEY}: {advised} ({paste_ready(advised)})",
+                subject=CAPTURE_KEY,
+                expected=order,
+                actual=picked,
+                engine=rel,
+            )
+        ]
+    impossible = view.capture_impossible or (
+        None if advised is not None else f"hs{[j for j in trained if j < 1]} is the embedding output, no layer's"
+    )
+    if impossible is not None:
+        return [
+            finding(
+                "EC105",
+                f"{now}; no {CAPTURE_KEY} feeds the states the weights were trained on, hs{trained}: {impossible}"
+                + CANNOT_FIX,
+                subject=CAPTURE_KEY,
+                expected=trained,
+                actual=picked,
+                engine=rel,
+            )
+        ]
+    if picked == trained or advised is None:
+        return []
+    return [
+        finding(
+            "EC114",
+            f"{now}; the weights were trained on hs{trained} ({truth.convention}): "
+            + (
+                f"the right setting is {CAPTURE_KEY}: {advised}"
+                if given is not None
+                else f"set {CAPTURE_KEY}: {advised}"
+            )
+            + f", in the extra_llm_api_options YAML {paste_ready(advised)} (verify it with --engine-arg "
+            f"{CAPTURE_KEY}={_compact(advised)})",
+            subject=CAPTURE_KEY,
+            expected=advised,
+            actual=given,
+            engine=rel,
+        )
+    ]
+
+
+def _compact(ids: list[int]) -> str:
+    return "[" + ",".join(str(i) for i in ids) + "]"
 
 
 def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
@@ -274,8 +362,12 @@ def target_model_type(spec: DraftSpec) -> str | None:
     return spec.target.model_type or FAMILY_MODEL_TYPE.get(spec.target.family or "")
 
 
-def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
-    mt, n, target = target_model_type(spec), spec.target.num_hidden_layers, spec.target
+def views(
+    spec: DraftSpec, releases: Iterable[Release], deployment: Mapping[str, Any] | None = None
+) -> list[EngineView]:
+    """Each release's view of the draft's config for its target, with the user's deployment settings (TensorRT-LLM's
+    ``eagle3_layers_to_capture``; the other engines read none)."""
+    mt, n, target, trained = target_model_type(spec), spec.target.num_hidden_layers, spec.target, trained_order(spec)
     return [
         engine_view(
             r,
@@ -284,9 +376,22 @@ def views(spec: DraftSpec, releases: Iterable[Release]) -> list[EngineView]:
             target_num_layers=n,
             target_architecture=target.architecture,
             target_vocab_size=target.vocab_size,
+            deployment=deployment,
+            trained_states=trained,
         )
         for r in releases
     ]
+
+
+def trained_order(spec: DraftSpec) -> list[int] | None:
+    """The hs[] the draft was trained on in its fc's order: its ids' order where they name the trained states (a
+    release that sorts what it captures cannot feed another order), else ascending; None when unknown."""
+    aux = spec.aux
+    states = aux.hidden_state_indices
+    if states is None or not aux.ids or aux.convention not in SHIFT:
+        return states
+    ordered = [state_of(i, aux.convention) for i in aux.ids]
+    return ordered if sorted(set(ordered)) == states else states
 
 
 def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[EngineView]) -> list[Finding]:
@@ -295,7 +400,10 @@ def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[Eng
     truth = draft_truth(spec, names)
     present = {split_name(n).local for n in names}
     out = naming_findings(truth, chosen)
-    out += [f for view in chosen for f in (*release_findings(truth, view), *tensor_findings(truth, present, view))]
+    order = trained_order(spec)
+    out += [
+        f for view in chosen for f in (*release_findings(truth, view, order), *tensor_findings(truth, present, view))
+    ]
     if truth.hidden_states is None:
         clash = disagreement(chosen)
         if clash is not None:
@@ -305,13 +413,16 @@ def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[Eng
     return out
 
 
-def engines_json(spec: DraftSpec, releases: Iterable[Release] | None = None) -> dict[str, Any]:
-    """``aux_layers.engines``: one entry per engine name (its newest release), then one per release."""
+def engines_json(
+    spec: DraftSpec, releases: Iterable[Release] | None = None, deployment: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``aux_layers.engines``: one entry per engine name (its newest release), then one per release, each read
+    with the user's deployment settings."""
     chosen = list(releases) if releases is not None else resolve_engines("all")
     out: dict[str, Any] = {}
-    for view in views(spec, [newest(e) for e in ENGINES]):
+    for view in views(spec, [newest(e) for e in ENGINES], deployment):
         out[view.engine] = _entry(view)
-    for view in views(spec, chosen):
+    for view in views(spec, chosen, deployment):
         out[view.release] = _entry(view)
     return out
 

@@ -56,6 +56,10 @@ class VerifyReport:
     revision: str | None = None  # the resolved commit sha when PATH was a Hub repo id
     probe: ProbeReport | None = None  # the acceptance probe (--level target)
     engine_run: EngineRun | None = None  # the draft measured in a real engine, or on a server (--level engine)
+    deployment: dict[str, Any] = field(default_factory=dict)  # the deployment settings the views read (trtllm)
+    # each selected release whose capture is a deployment setting (TensorRT-LLM): the setting that feeds the trained
+    # states (None: its default does, or they are unknown), as the release's view gives it
+    capture_settings: dict[str, dict[str, list[int]] | None] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -79,4 +83,6 @@ class VerifyReport:
             "error": self.error.to_dict() if self.error is not None else None,
             "probe": self.probe.to_dict() if self.probe is not None else None,
             "engine_run": self.engine_run.to_dict() if self.engine_run is not None else None,
+            "deployment": dict(self.deployment),
+            "capture_settings": dict(self.capture_settings),
         }

@@ -101,6 +101,9 @@ class VerifyRequest:
     probe: ProbeRequest = ProbeRequest()
     compute: ComputeRequest = ComputeRequest()
     engine_run: InProcessEngine | AttachedServer | None = None  # None: the engine level with its defaults
+    # the deployment settings that decide what a release feeds, at every level (TensorRT-LLM's
+    # eagle3_layers_to_capture): given in the library, or as --engine-arg / --engine-config keys (verify/deployment.py)
+    deployment: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -127,6 +130,7 @@ class VerifyRequest:
         dtype: str = DEFAULT_DTYPE,
         aux_convention: str | None = None,
         engine_run: InProcessEngine | AttachedServer | None = None,
+        deployment: Mapping[str, Any] | None = None,
     ) -> VerifyRequest:
         """The request from the options flat, as the CLI names them (a shorthand for library callers)."""
         return cls(
@@ -152,6 +156,7 @@ class VerifyRequest:
             ),
             compute=ComputeRequest(device, dtype),
             engine_run=engine_run,
+            deployment=dict(deployment or {}),
         )
 
     @property
@@ -196,9 +201,12 @@ class VerifyRequest:
         if self.probe.prompts is not None and self.target is None:
             raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
         in_process = self.engine_run if isinstance(self.engine_run, InProcessEngine) else None
-        if in_process is not None and (in_process.args or in_process.config_file or in_process.settings):
-            if level != "engine":
-                raise UsageError("--engine-arg and --engine-config set the engine of --level engine only")
+        deployment, engine_given = _deployment(self.deployment, in_process, releases)
+        if engine_given and level != "engine":
+            raise UsageError(
+                "--engine-arg and --engine-config set the engine of --level engine only",
+                hint=_below_engine_hint(engine_given),
+            )
         # The user's own files, each read once (a missing or empty file is their mistake: exit 2 before any work).
         from eagle_convert.probe.text import check_token_ids, read_prompts, read_token_ids
 
@@ -208,7 +216,7 @@ class VerifyRequest:
         prompts = read_prompts(self.probe.prompts) if self.probe.prompts is not None and token_ids is None else None
         engine_settings = None
         if level == "engine" and server is None:
-            engine_settings = _engine_settings(in_process or InProcessEngine(), releases)
+            engine_settings = _engine_settings(in_process or InProcessEngine(), releases, engine_given)
         torch_here = _torch_here()
         if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
@@ -228,7 +236,7 @@ class VerifyRequest:
             check_token_ids(token_ids, target_cfg.vocab_size)
         return CheckedRequest(
             self, level, releases, select, ignore, target_cfg, token_ids, prompts, engine_settings, server,
-            probe_here=torch_here,
+            probe_here=torch_here, deployment=deployment,
         )  # fmt: skip
 
 
@@ -247,6 +255,7 @@ class CheckedRequest:
     engine_settings: EngineSettings | None  # --level engine started here
     server: AttachedServer | None  # --engine-url
     probe_here: bool = True  # torch is importable: the tensor, forward and probe levels can run here
+    deployment: Mapping[str, Any] = field(default_factory=dict)  # checked deployment settings every view reads
 
     @property
     def depth(self) -> int:
@@ -298,12 +307,39 @@ def _torch_here() -> bool:
     return True
 
 
-def _engine_settings(engine: InProcessEngine, releases: list[Release]) -> EngineSettings:
-    """The in-process engine's settings: the user's engine settings read and checked by the engine's own names."""
-    from eagle_convert.real_engine import EngineSettings
-    from eagle_convert.real_engine.engine_args import check_engine_args, engine_args
+def _deployment(
+    given: Mapping[str, Any], engine: InProcessEngine | None, releases: list[Release]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the deployment settings every view reads, checked; the engine settings left for the engine level), the
+    user's --engine-config and --engine-arg read once: a deployment key of a selected release (TensorRT-LLM's
+    eagle3_layers_to_capture) is taken out of the engine settings at every level."""
+    from eagle_convert.verify.deployment import check_deployment, split_settings
 
-    settings = {**engine.settings, **engine_args(engine.args, engine.config_file)}
+    deployment = check_deployment(given, releases)
+    if engine is None or not (engine.args or engine.config_file or engine.settings):
+        return deployment, {}
+    from eagle_convert.real_engine.engine_args import engine_args
+
+    from_engine, rest = split_settings({**engine.settings, **engine_args(engine.args, engine.config_file)}, releases)
+    return {**deployment, **from_engine}, rest
+
+
+def _below_engine_hint(settings: Mapping[str, Any]) -> str:
+    from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
+
+    read = {k: e for e, keys in DEPLOYMENT_KEYS.items() for k in keys if k in settings}
+    if read:
+        key, engine = next(iter(read.items()))
+        return f"{key} is read at every level only when a {engine} release is selected (--engine {engine}@X.Y)"
+    return "add --level engine, or leave the engine settings out"
+
+
+def _engine_settings(engine: InProcessEngine, releases: list[Release], settings: dict[str, Any]) -> EngineSettings:
+    """The in-process engine's settings: the user's engine settings (read once by validate, less the deployment
+    settings) checked by the engine's own names."""
+    from eagle_convert.real_engine import EngineSettings
+    from eagle_convert.real_engine.engine_args import check_engine_args
+
     if settings:
         check_engine_args(engine_level_engine(releases), settings)
     return EngineSettings(python=engine.python, new_tokens=engine.new_tokens, engine_args=settings)

@@ -29,6 +29,7 @@ from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
 from eagle_convert.schemas import Violation, violation
 from eagle_convert.schemas import load as load_schema
 from eagle_convert.verify.context import Context, located, map_names, static_checks
+from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.request import (
@@ -216,6 +217,8 @@ def verify_checkpoint(
         revision=ckpt.revision,
         probe=probe,
         engine_run=engine_run,
+        deployment=dict(checked.deployment),
+        capture_settings={v.release: v.capture_setting for v in session.views if v.engine in DEPLOYMENT_KEYS},
     )
 
 
@@ -254,7 +257,7 @@ class Session:
     def on(cls, ckpt: Checkpoint, spec: DraftSpec, checked: CheckedRequest, hooks: Hooks | None = None) -> Session:
         """The session of a checkpoint already opened and detected (normalize's ``--aux-convention auto``)."""
         canonical, unplaced = map_names(ckpt, spec)
-        chosen_views = views(spec, checked.releases)
+        chosen_views = views(spec, checked.releases, checked.deployment)
         context = Context(
             ckpt, spec, checked.target_config, checked.engines, checked.request.strict, expected_tensors(spec),
             canonical, unplaced, chosen_views,

@@ -1,0 +1,67 @@
+"""The user's deployment settings that decide what an engine release feeds the draft, at every level.
+
+TensorRT-LLM reads no aux-layer ids from the draft: the layers come from the deployment's
+``speculative_config.eagle3_layers_to_capture`` (``extra_llm_api_options`` YAML). The user gives that setting as
+``--engine-arg eagle3_layers_to_capture=[...]`` or the same key in ``--engine-config``; it is taken out of the engine
+settings here, checked, and handed to every release's view (``engine_view(..., deployment=...)``). Any other engine
+setting stays an engine-level setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from eagle_convert.errors import UsageError
+from eagle_convert.releases import Release
+
+CAPTURE_KEY = "eagle3_layers_to_capture"
+# the deployment keys each engine reads at every level, not only when the engine level starts it
+DEPLOYMENT_KEYS: Mapping[str, tuple[str, ...]] = {"trtllm": (CAPTURE_KEY,)}
+EXAMPLE = f"--engine-arg {CAPTURE_KEY}=[1,5,9]"
+
+
+def deployment_keys(releases: Iterable[Release]) -> tuple[str, ...]:
+    """The deployment keys the selected releases read (empty when none reads any)."""
+    engines = dict.fromkeys(r.engine for r in releases)
+    return tuple(dict.fromkeys(k for e in engines for k in DEPLOYMENT_KEYS.get(e, ())))
+
+
+def split_settings(settings: Mapping[str, Any], releases: Iterable[Release]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the deployment settings the selected releases read, checked; every other engine setting)."""
+    keys = deployment_keys(releases)
+    deployment = {k: v for k, v in settings.items() if k in keys}
+    rest = {k: v for k, v in settings.items() if k not in keys}
+    return check_deployment(deployment, releases), rest
+
+
+def check_deployment(deployment: Mapping[str, Any], releases: Iterable[Release]) -> dict[str, Any]:
+    """``deployment`` when every key is one a selected release reads and every value is valid; UsageError naming the
+    key and the fix otherwise."""
+    chosen = list(releases)
+    keys = deployment_keys(chosen)
+    for key, value in deployment.items():
+        if key not in keys:
+            reads = [e for e, ks in DEPLOYMENT_KEYS.items() if key in ks]
+            known = "; ".join(f"{', '.join(ks)} with a {e} release selected" for e, ks in DEPLOYMENT_KEYS.items())
+            raise UsageError(
+                f"{key} is read by {', '.join(reads)} releases only, and none is selected"
+                if reads
+                else f"{key} is not a deployment setting that decides what a release feeds (those are: {known})",
+                hint=f"add a release that reads it (e.g. --engine {reads[0]}), or drop it" if reads else "drop it",
+            )
+        if key == CAPTURE_KEY and not _layer_ids(value):
+            raise UsageError(
+                f"{CAPTURE_KEY} must be a list of non-negative layer ids, not {value!r}",
+                hint=f"e.g. {EXAMPLE} (TensorRT-LLM's convention: id i is the output of decoder layer i); quote "
+                "it in the shell",
+            )
+    return dict(deployment)
+
+
+def _layer_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
+    )
