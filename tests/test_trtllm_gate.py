@@ -192,3 +192,31 @@ def test_a_trained_order_no_setting_feeds_is_ec115_and_normalize_fixes_it(drafts
     assert found.rule_id == "EC115" and found.expected == [9, 2, 6] and "sorts" in found.message
     normalize_checkpoint(unsorted, tmp_path / "sorted", target=target)
     assert verify_checkpoint(tmp_path / "sorted", target=target, engine=TRTLLM, compute_hashes=False).status == "pass"
+
+
+def test_vllm_deployment_settings_are_read_at_every_level(drafts: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM 0.33's target support depends on the deployment's platform and pipeline_parallel_size: read at every level
+    target = str(drafts / "targets" / "target-llama")
+    code, out, _ = cli(
+        capsys, "verify", str(drafts / "default"), "--target", target, "--engine", "vllm", "--json", "--no-hash",
+        "--engine-arg", "pipeline_parallel_size=2", "--engine-arg", "platform=rocm",
+    )  # fmt: skip
+    doc = json.loads(out)
+    VERIFY.validate(doc)
+    assert code in (0, 1) and doc["deployment"] == {"pipeline_parallel_size": 2, "platform": "rocm"}
+    code, _, err = cli(capsys, "verify", str(drafts / "default"), "--engine", "vllm", "--engine-arg", "platform=[]")
+    assert code == 2 and "platform must be" in err
+    code, _, err = cli(
+        capsys, "verify", str(drafts / "default"), "--engine", "vllm", "--engine-arg", "pipeline_parallel_size=0"
+    )
+    assert code == 2 and "positive integer" in err
+
+
+def test_pipeline_parallel_size_reaches_the_engine_level_too() -> None:
+    from eagle_convert.verify.deployment import split_settings
+
+    deployment, engine = split_settings(
+        {"pipeline_parallel_size": 2, "platform": "cuda", "max_num_seqs": 4}, resolve_engines("vllm")
+    )
+    assert deployment == {"pipeline_parallel_size": 2, "platform": "cuda"}
+    assert engine == {"pipeline_parallel_size": 2, "max_num_seqs": 4}  # platform is the deployment's, not vLLM's

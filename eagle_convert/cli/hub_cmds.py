@@ -65,8 +65,9 @@ def push(
         None,
         "--engine-arg",
         metavar="KEY=VALUE",
-        help="A deployment setting verify reads: eagle3_layers_to_capture=[1,5,9] for a trtllm release (the value "
-        "is JSON; the card's launch lines give the setting that feeds the trained states). Repeatable.",
+        help="A deployment setting verify reads: eagle3_layers_to_capture=[1,5,9] for a trtllm release (the card's "
+        "launch lines give the one that feeds the trained states), platform or pipeline_parallel_size for a vllm "
+        "release; the value is JSON. Repeatable.",
         show_default=False,
     ),
     create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing to main."),

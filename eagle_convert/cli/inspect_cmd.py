@@ -50,9 +50,9 @@ def inspect(
         None,
         "--engine-arg",
         metavar="KEY=VALUE",
-        help="A deployment setting that decides what a selected release feeds the draft, as verify's: "
+        help="A deployment setting that decides what a selected release does with the draft, as verify's: "
         "eagle3_layers_to_capture=[1,5,9] for a trtllm release (TensorRT-LLM reads no aux-layer ids from the "
-        "draft). The value is JSON. Repeatable.",
+        "draft), platform=rocm or pipeline_parallel_size=2 for a vllm release. The value is JSON. Repeatable.",
         show_default=False,
     ),
     engine_config: Path | None = typer.Option(

@@ -229,8 +229,9 @@ def verify(
         metavar="KEY=VALUE",
         help="--level engine: a setting of the engine in its own Python name (vLLM's LLM(...)/EngineArgs, SGLang's "
         "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
-        "by the engine before it loads anything. At every level with a trtllm release selected: "
-        "eagle3_layers_to_capture=[1,5,9], the deployment's setting that decides what TensorRT-LLM feeds the draft.",
+        "by the engine before it loads anything. At every level, the deployment settings that decide what a selected "
+        "release does with the draft: eagle3_layers_to_capture=[1,5,9] (trtllm: what TensorRT-LLM feeds it), "
+        "platform=rocm and pipeline_parallel_size=2 (vllm: whether the target class captures).",
         show_default=False,
         rich_help_panel=ENGINE,
     ),
@@ -238,7 +239,7 @@ def verify(
         None,
         "--engine-config",
         metavar="FILE",
-        help="--level engine (eagle3_layers_to_capture: every level): engine settings as one JSON (.json) or YAML "
+        help="--level engine (the deployment settings: every level): engine settings as one JSON (.json) or YAML "
         "mapping, the same keys as --engine-arg, which wins over it.",
         rich_help_panel=ENGINE,
     ),

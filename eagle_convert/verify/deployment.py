@@ -1,10 +1,11 @@
-"""The user's deployment settings that decide what an engine release feeds the draft, at every level.
+"""The user's deployment settings that decide what an engine release does with the draft, at every level.
 
 TensorRT-LLM reads no aux-layer ids from the draft: the layers come from the deployment's
-``speculative_config.eagle3_layers_to_capture`` (``extra_llm_api_options`` YAML). The user gives that setting as
-``--engine-arg eagle3_layers_to_capture=[...]`` or the same key in ``--engine-config``; it is taken out of the engine
-settings here, checked, and handed to every release's view (``engine_view(..., deployment=...)``). Any other engine
-setting stays an engine-level setting.
+``speculative_config.eagle3_layers_to_capture`` (``extra_llm_api_options`` YAML). vLLM 0.33's target support depends
+on the deployment's ``platform`` and ``pipeline_parallel_size``. The user gives these as ``--engine-arg KEY=VALUE`` or
+the same keys in ``--engine-config``; they are taken out of the engine settings here, checked, and handed to every
+release's view (``engine_view(..., deployment=...)``). Any other engine setting stays an engine-level setting, and
+``pipeline_parallel_size``, a setting of vLLM itself, is passed on to the engine level as well.
 """
 
 from __future__ import annotations
@@ -17,7 +18,19 @@ from eagle_convert.releases import Release
 
 CAPTURE_KEY = "eagle3_layers_to_capture"
 # the deployment keys each engine reads at every level, not only when the engine level starts it
-DEPLOYMENT_KEYS: Mapping[str, tuple[str, ...]] = {"trtllm": (CAPTURE_KEY,)}
+DEPLOYMENT_KEYS: Mapping[str, tuple[str, ...]] = {
+    "trtllm": (CAPTURE_KEY,),
+    "vllm": ("pipeline_parallel_size", "platform"),
+}
+# deployment keys that are settings of the engine the engine level starts as well (they reach it unchanged)
+ENGINE_SETTINGS_TOO = frozenset({"pipeline_parallel_size"})
+
+
+def capture_from_deployment(engine: str) -> bool:
+    """The engine takes the captured layers from the deployment, never from the draft's ids (TensorRT-LLM)."""
+    return CAPTURE_KEY in DEPLOYMENT_KEYS.get(engine, ())
+
+
 EXAMPLE = f"--engine-arg {CAPTURE_KEY}=[1,5,9]"
 
 
@@ -28,11 +41,13 @@ def deployment_keys(releases: Iterable[Release]) -> tuple[str, ...]:
 
 
 def split_settings(settings: Mapping[str, Any], releases: Iterable[Release]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the deployment settings the selected releases read, checked; every other engine setting)."""
-    keys = deployment_keys(releases)
+    """(the deployment settings the selected releases read, checked; the engine settings: every other one, and
+    those of :data:`ENGINE_SETTINGS_TOO`)."""
+    chosen = list(releases)
+    keys = deployment_keys(chosen)
     deployment = {k: v for k, v in settings.items() if k in keys}
-    rest = {k: v for k, v in settings.items() if k not in keys}
-    return check_deployment(deployment, releases), rest
+    rest = {k: v for k, v in settings.items() if k not in keys or k in ENGINE_SETTINGS_TOO}
+    return check_deployment(deployment, chosen), rest
 
 
 def check_deployment(deployment: Mapping[str, Any], releases: Iterable[Release]) -> dict[str, Any]:
@@ -56,12 +71,16 @@ def check_deployment(deployment: Mapping[str, Any], releases: Iterable[Release])
                 hint=f"e.g. {EXAMPLE} (TensorRT-LLM's convention: id i is the output of decoder layer i); quote "
                 "it in the shell",
             )
+        if key == "pipeline_parallel_size" and not (_int(value) and value >= 1):
+            raise UsageError(f"pipeline_parallel_size must be a positive integer, not {value!r}", hint="e.g. 2")
+        if key == "platform" and not (isinstance(value, str) and value.strip()):
+            raise UsageError(f"platform must be vLLM's device name, not {value!r}", hint="e.g. cuda, rocm or xpu")
     return dict(deployment)
 
 
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _layer_ids(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
-    )
+    return isinstance(value, list) and bool(value) and all(_int(i) and i >= 0 for i in value)

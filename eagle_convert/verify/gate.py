@@ -17,7 +17,7 @@ from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, SHIFT, id_of, 
 from eagle_convert.releases import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.deployment import CAPTURE_KEY, DEPLOYMENT_KEYS
+from eagle_convert.verify.deployment import CAPTURE_KEY, capture_from_deployment
 
 FIXES, CANNOT_FIX = "; `eagle-convert normalize` fixes it", "; normalize cannot fix this"
 NOT_EAGLE3_NOTE = "; normalize cannot fix this (not an EAGLE3 draft, EC001)"
@@ -69,7 +69,7 @@ def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | Non
             )
         )
     picked, trained = view.hidden_state_indices, truth.hidden_states
-    if view.engine in DEPLOYMENT_KEYS:  # the layers come from the deployment (TensorRT-LLM), not from the draft
+    if capture_from_deployment(view.engine):  # the layers come from the deployment (TensorRT-LLM), not the draft
         out += capture_findings(truth, view, order)
     elif view.aux_capture is not False and picked is not None and trained is not None and picked != trained:
         out.append(

@@ -202,10 +202,11 @@ class VerifyRequest:
             raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
         in_process = self.engine_run if isinstance(self.engine_run, InProcessEngine) else None
         deployment, engine_given = _deployment(self.deployment, in_process, releases)
-        if engine_given and level != "engine":
+        engine_only = {k: v for k, v in engine_given.items() if k not in deployment}
+        if engine_only and level != "engine":
             raise UsageError(
                 "--engine-arg and --engine-config set the engine of --level engine only",
-                hint=_below_engine_hint(engine_given),
+                hint=_below_engine_hint(engine_only),
             )
         # The user's own files, each read once (a missing or empty file is their mistake: exit 2 before any work).
         from eagle_convert.probe.text import check_token_ids, read_prompts, read_token_ids
