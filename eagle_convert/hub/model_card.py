@@ -12,7 +12,7 @@ from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.releases import Release, launch_command, resolve_engines
 from eagle_convert.verify.deployment import CAPTURE_KEY
-from eagle_convert.verify.gate import capture_setting_for, views
+from eagle_convert.verify.gate import views
 from eagle_convert.verify.report import VerifyReport
 
 
@@ -34,8 +34,9 @@ def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: 
     if not releases:
         return []
     hidden = spec.aux.hidden_state_indices
-    default = views(spec, releases[:1])[0].hidden_state_indices  # what it feeds with the setting unset
-    setting = capture_setting_for(hidden) if hidden is not None and hidden != default else None
+    view = views(spec, releases[:1])[0]
+    default = view.hidden_state_indices  # what it feeds with the setting unset
+    setting = (view.capture_setting or {}).get(CAPTURE_KEY)  # the release record's own advice (None: default right)
     yaml = [
         "speculative_config:",
         "  decoding_type: Eagle3",
