@@ -399,9 +399,9 @@ def _notice(line: str) -> None:
 def _attached_server(
     url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None
 ) -> AttachedServer | None:
-    """The running server of --engine-url and its options (None without it); --engine names its engine only when
-    it is one of vllm or sglang (a release list leaves it to detection)."""
-    from eagle_convert.real_engine.attach import ENGINES, check_url, token_from_env
+    """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
+    names its engine only when it is one of vllm or sglang (a release list leaves it to detection)."""
+    from eagle_convert.real_engine.attach import ENGINES, token_from_env
     from eagle_convert.real_engine.served import AttachedServer
 
     if url is None:
@@ -410,7 +410,7 @@ def _attached_server(
                 raise UsageError(f"{name} goes with --engine-url")
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
-    return AttachedServer(check_url(url), token or token_from_env(), concurrency, timeout, forced)
+    return AttachedServer(url, token or token_from_env(), concurrency, timeout, forced)
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:
