@@ -24,7 +24,7 @@ import pytest
 
 from eagle_convert.releases import RELEASES, engine_view
 from eagle_convert.releases import target_classes as read
-from eagle_convert.releases.vllm_axes import PLATFORMS_0_33, REFUSES_0_33, RELAYS_0_33
+from eagle_convert.releases.vllm_axes import BY_PLATFORM_0_33, PLATFORMS_0_33, REFUSES_0_33, RELAYS_0_33
 
 DRAFT = {
     "architectures": ["LlamaForCausalLMEagle3"],
@@ -78,6 +78,7 @@ def test_deepseek_v4_vision_is_a_stub_on_xpu_and_cpu() -> None:
         ("MiniMaxM3SparseForCausalLM", True),  # minimax_m3/nvidia/model.py:1042, amd/model.py:1704
         ("DeepseekV41ForCausalLM", True),  # deepseek_v41/nvidia/vl_model.py:124, amd/vl_model.py:126
         ("HYV4ForCausalLM", False),  # hy_v4/nvidia/model.py:600, amd/model.py:636: neither
+        ("BeamForCausalLM", True),  # beam/__init__.py imports nvidia/ on every platform
         ("Qwen4ExpForCausalLM", False),  # qwen4_exp/nvidia/model.py:686, amd/model.py:650: neither
         ("LlamaForCausalLM", True),  # no platform pick at all
     ],
@@ -87,6 +88,15 @@ def test_other_targets_do_not_depend_on_the_platform(arch: str, eagle3: bool) ->
     for platform in (None, "cuda", "rocm", "xpu", "cpu"):
         on = view(V2, arch, {"platform": platform} if platform else None)
         assert on.target_eagle3 is eagle3 and "platform" not in on.caveats, (arch, platform)
+
+
+def test_glm5_next_cannot_be_built_on_xpu() -> None:
+    # VL/models/glm5next/__init__.py:6-7 raises NotImplementedError on XPU before importing common/model.py
+    for arch in ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration"):
+        assert view(V2, arch, {"platform": "cuda"}).target_eagle3 is True
+        assert view(V2, arch, {"platform": "rocm"}).target_eagle3 is True
+        xpu = view(V2, arch, {"platform": "xpu"})
+        assert xpu.target_eagle3 is False and xpu.target_refusal and "glm5next/__init__.py:6-9" in xpu.target_refusal
 
 
 # ---- pipeline parallelism -------------------------------------------------------------------------------------------
@@ -102,7 +112,16 @@ def test_v2_relays_aux_states_over_pp_for_llama_and_qwen2_decoders(arch: str) ->
 
 
 @pytest.mark.parametrize(
-    "arch", ["Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV3ForCausalLM", "Qwen3NextForCausalLM"]
+    "arch",
+    [
+        "Qwen3MoeForCausalLM",
+        "GptOssForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Glm5NextForCausalLM",  # glm5next/common/model.py:701: Glm5NextModel(nn.Module, EagleModelMixin), no flag
+        "DeepseekV41ForCausalLM",  # deepseek_v41/nvidia/model.py:699 and amd/model.py:494: no flag
+        "BeamForCausalLM",  # beam/nvidia/model.py:188: no flag
+    ],
 )
 def test_v2_refuses_pp_for_decoders_that_do_not_relay(arch: str) -> None:
     unset = view(V2, arch)
@@ -112,6 +131,33 @@ def test_v2_refuses_pp_for_decoders_that_do_not_relay(arch: str) -> None:
         on = view(V2, arch, {"pipeline_parallel_size": size})
         assert on.target_refusal and "eagle3_utils.py:43-45, 57-62" in on.target_refusal
         assert on.target_refusal in on.problems and "pipeline-parallel" not in on.caveats
+
+
+@pytest.mark.parametrize(
+    ("arch", "relays_on", "refuses_on", "refuser"),
+    [
+        # minimax_m3/__init__.py:16-27: ROCm gets amd/ (MiniMaxM3Model at :1385, no flag), the rest nvidia/ (:803)
+        ("MiniMaxM3SparseForCausalLM", ("cuda", "cpu", "xpu"), ("rocm",), "minimax_m3/amd/model.py:1385"),
+        ("MiniMaxM3SparseForConditionalGeneration", ("cuda",), ("rocm",), "minimax_m3/amd/model.py:1385"),
+        # deepseek_v4/__init__.py:17-47: nvidia/model.py:812 sets it; amd :1111, xpu :962, cpu :454 do not
+        ("DeepseekV4ForCausalLM", ("cuda", "tpu"), ("rocm", "xpu", "cpu"), "deepseek_v4/amd/model.py:1111"),
+        ("DeepseekV4ForConditionalGeneration", ("cuda",), ("rocm",), "deepseek_v4/amd/model.py:1111"),
+    ],
+)
+def test_v2_pp_verdict_depends_on_the_platform(
+    arch: str, relays_on: tuple[str, ...], refuses_on: tuple[str, ...], refuser: str
+) -> None:
+    unknown = view(V2, arch, {"pipeline_parallel_size": 2})
+    caveat = unknown.caveats["pipeline-parallel"]
+    assert unknown.target_refusal is None and "on CUDA" in caveat and refuser in caveat
+    for platform in relays_on:
+        on = view(V2, arch, {"pipeline_parallel_size": 2, "platform": platform})
+        assert on.target_refusal is None and "pipeline-parallel" not in on.caveats, platform
+    for platform in refuses_on:
+        on = view(V2, arch, {"pipeline_parallel_size": 2, "platform": platform})
+        assert on.target_refusal and refuser in on.target_refusal, platform
+        assert "eagle3_utils.py:43-45, 57-62" in on.target_refusal
+    assert view(V2, arch, {"pipeline_parallel_size": 1, "platform": refuses_on[0]}).target_refusal is None
 
 
 def test_v2_pp_by_model_type_and_for_unread_decoders() -> None:
@@ -151,8 +197,9 @@ def test_0_28_models_neither_axis() -> None:
 def test_tables_agree_with_the_target_class_table() -> None:
     eagle3 = read.EAGLE3["vllm 0.33"]
     assert not set(RELAYS_0_33) & set(REFUSES_0_33)
+    assert not set(BY_PLATFORM_0_33) & (set(RELAYS_0_33) | set(REFUSES_0_33))
     # the PP check runs after the SupportsEagle3 check (eagle3_utils.py:28-45): every listed class has it
-    assert set(RELAYS_0_33) | set(REFUSES_0_33) | set(PLATFORMS_0_33) <= set(eagle3)
+    assert set(RELAYS_0_33) | set(REFUSES_0_33) | set(PLATFORMS_0_33) | set(BY_PLATFORM_0_33) <= set(eagle3)
 
 
 @pytest.mark.parametrize("release", [V2, V1])
@@ -172,6 +219,7 @@ def _cites() -> list[tuple[str, str]]:
         if release.pipeline_parallel is not None:
             pp = release.pipeline_parallel
             out += [(str(c), a) for a, c in (*pp.relays.items(), *pp.refuses.items())]
+            out += [(str(c), a) for a, r in pp.by_platform.items() for c in (r.relays, r.refuses)]
             out += [(str(pp.check), "check")] if pp.check is not None else []
     return out
 
@@ -213,3 +261,12 @@ def test_cited_lines_say_what_the_records_say() -> None:
             "vllm/model_executor/models/interfaces.py", 1611
         )
         assert line("vllm/model_executor/models/qwen3_moe.py", 435).startswith("class Qwen3MoeModel(nn.Module, Eagle")
+        assert "supports_aux_hidden_states_over_pp = True" in line("vllm/models/minimax_m3/nvidia/model.py", 803)
+        assert line("vllm/models/minimax_m3/amd/model.py", 1385).startswith("class MiniMaxM3Model(nn.Module, Eagle")
+        assert "supports_aux_hidden_states_over_pp = True" in line("vllm/models/deepseek_v4/nvidia/model.py", 812)
+        for path, n in (("amd", 1111), ("xpu", 962), ("cpu", 454)):
+            assert line(f"vllm/models/deepseek_v4/{path}/model.py", n).startswith("class DeepseekV4Model(nn.Module, E")
+            assert "supports_aux" not in line(f"vllm/models/deepseek_v4/{path}/model.py", n + 1)
+        assert "does not currently support XPU" in line("vllm/models/glm5next/__init__.py", 7)
+        assert line("vllm/models/glm5next/common/model.py", 701).startswith("class Glm5NextModel(nn.Module, Eagle")
+        assert line("vllm/models/beam/nvidia/model.py", 188).startswith("class BeamModel(nn.Module, EagleModelMixin")

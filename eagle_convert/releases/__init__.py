@@ -219,7 +219,10 @@ def engine_view(
     support, platform_caveat = on_platform(rel.target_classes, support, _setting(deployment, "platform", str))
     aux_capture, aux_cite = rel.aux_capture(raw_config, target_model_type) if rel.aux_capture else (True, None)
     pp_refusal, pp_caveat = pipeline_reading(
-        rel.pipeline_parallel if aux_capture else None, support, _setting(deployment, "pipeline_parallel_size", int)
+        rel.pipeline_parallel if aux_capture else None,
+        support,
+        _setting(deployment, "pipeline_parallel_size", int),
+        _setting(deployment, "platform", str),
     )
     citations = {"ids_from": str(ids_cite), "draft_class": routed, "target_class": support.why}
     setting: dict[str, list[int]] | None = None

@@ -75,6 +75,16 @@ class TargetClasses:
 
 
 @dataclass(frozen=True)
+class PlatformRelay:
+    """A target architecture whose decoder relays aux states across pipeline stages on some platforms only (the
+    release picks its class by platform)."""
+
+    refuses_on: tuple[str, ...]  # vLLM's device names whose decoder does not relay
+    relays: Cite  # the decoder that relays (the default platform's)
+    refuses: Cite  # the decoder of the ``refuses_on`` platforms, which does not
+
+
+@dataclass(frozen=True)
 class PipelineParallel:
     """What a release does with a target's EAGLE3 aux capture when ``pipeline_parallel_size`` > 1, by target class."""
 
@@ -82,6 +92,7 @@ class PipelineParallel:
     refuses: Mapping[str, Cite]  # architecture -> its decoder class, which does not: start-up fails
     check: Cite | None  # where start-up refuses a class that does not relay (None: the runner checks nothing)
     does: str  # what the release does with pipeline_parallel_size > 1 on a class of neither table
+    by_platform: Mapping[str, PlatformRelay] = field(default_factory=dict)  # relays on some platforms only
 
 
 @dataclass(frozen=True)
@@ -218,20 +229,33 @@ def on_platform(
 
 
 def pipeline_reading(
-    pp: PipelineParallel | None, support: TargetSupport, size: int | None
+    pp: PipelineParallel | None, support: TargetSupport, size: int | None, platform: str | None = None
 ) -> tuple[str | None, str | None]:
-    """(why start-up fails with ``pipeline_parallel_size`` ``size``, or None; what the capture depends on when
-    ``size`` is not known or the class's decoder was not read, or None) for a target class that captures."""
+    """(why start-up fails with ``pipeline_parallel_size`` ``size`` on ``platform``, or None; what the capture depends
+    on when ``size`` or the platform is not known or the class's decoder was not read, or None) for a target class that
+    captures."""
     if pp is None or support.eagle3 is not True or size == 1:
         return None, None
     names = (support.architecture or "").split("/")
-    if names and all(a in pp.refuses for a in names):
+    refused = [pp.refuses[a] for a in names if a in pp.refuses]
+    split = [pp.by_platform[a] for a in names if a in pp.by_platform]
+    if split and platform is not None and platform.lower() in split[0].refuses_on:
+        refused = [split[0].refuses]
+    if names and refused and len(refused) == len(names):
         what = (
-            f"{support.architecture}'s decoder ({pp.refuses[names[0]]}) does not relay aux states across pipeline "
+            f"{support.architecture}'s decoder ({refused[0]}) does not relay aux states across pipeline "
             f"stages: with pipeline_parallel_size > 1, start-up fails with ValueError ({pp.check})"
         )
         return (None, f"{what}; with 1 (the default) it runs") if size is None else (what, None)
-    if size is None or (names and all(a in pp.relays for a in names)):
+    if split and platform is None:
+        pr = split[0]
+        return None, (
+            f"with pipeline_parallel_size > 1, {support.architecture}'s decoder relays aux states across pipeline "
+            f"stages on CUDA ({pr.relays}) but not on {' or '.join(pr.refuses_on)} ({pr.refuses}), where start-up "
+            f"fails with ValueError ({pp.check}); the platform is the deployment's, not the draft's; with 1 (the "
+            "default) it runs"
+        )
+    if size is None or (names and all(a in pp.relays or a in pp.by_platform for a in names)):
         return None, None
     return None, f"pipeline_parallel_size {size}: {pp.does}"
 

@@ -15,7 +15,7 @@ from the deployment (``engine_view(..., deployment=)``), and report what the ver
 
 from __future__ import annotations
 
-from eagle_convert.releases.model import Behaviour, Cite, PipelineParallel, PlatformClass
+from eagle_convert.releases.model import Behaviour, Cite, PipelineParallel, PlatformClass, PlatformRelay
 
 
 def _c(file: str, lines: str) -> Cite:
@@ -41,6 +41,17 @@ PLATFORMS_0_33 = {
             "NotImplementedError when built (CUDA and ROCm: models/deepseek_v4/common/vl_model.py:105-106)"
         ),
     ),
+    **{
+        arch: PlatformClass(
+            without_on=("xpu",),
+            cite=_c("models/glm5next/__init__.py", "6-9"),
+            why=(
+                "on XPU importing models/glm5next raises NotImplementedError('GLM-5.3-Flash does not currently support "
+                "XPU.') before any class is defined (every other platform: models/glm5next/common/model.py)"
+            ),
+        )
+        for arch in ("Glm5NextForCausalLM", "Glm5NextForConditionalGeneration")
+    },
 }
 
 PLATFORM_BEHAVIOURS_0_33 = (
@@ -57,11 +68,18 @@ PLATFORM_BEHAVIOURS_0_33 = (
         PLATFORMS_0_33["DeepseekV4ForConditionalGeneration"].cite,
     ),
     Behaviour(
+        "target-classes:platform-import",
+        "Glm5NextForCausalLM and Glm5NextForConditionalGeneration cannot be built on XPU: the package raises "
+        "NotImplementedError on import there",
+        PLATFORMS_0_33["Glm5NextForCausalLM"].cite,
+    ),
+    Behaviour(
         "target-classes:platform-others",
         "no other target's EAGLE3 support depends on the platform: ROCm's unsupported and partly supported "
         "architecture lists are empty, and the other classes picked by platform in vllm/models/*/__init__.py "
         "(deepseek_v32, deepseek_v4, deepseek_v41, hy_v4, inkling, kimi_k3's KimiK3ForConditionalGeneration, "
-        "minimax_m3, muse_spark, qwen4_exp) have SupportsEagle3 on every platform or on none",
+        "minimax_m3, muse_spark, qwen4_exp) have SupportsEagle3 on every platform or on none (whether their decoder "
+        "relays aux states over pipeline stages may still depend on it: PIPELINE_PARALLEL_V2.by_platform)",
         _c("platforms/rocm.py", "71-76, 1207-1220 (model_executor/models/registry.py:1146-1148)"),
     ),
 )
@@ -116,6 +134,41 @@ REFUSES_0_33 = {
     "MiMoForCausalLM": _c("model_executor/models/mimo.py", "58 (MiMoModel sets it False)"),
     "DeepseekV2ForCausalLM": _without("deepseek_v2.py", "1427, 1883", "none: DeepseekV2Model is no EagleModelMixin"),
     "DeepseekV3ForCausalLM": _without("deepseek_v2.py", "1427, 1883", "none: DeepseekV2Model is no EagleModelMixin"),
+    # the classes of vllm/models/ (read from every platform's branch that builds them)
+    "BeamForCausalLM": _c("models/beam/nvidia/model.py", "188 (BeamModel, EagleModelMixin: interfaces.py:1611)"),
+    "Glm5NextForCausalLM": _c("models/glm5next/common/model.py", "701 (Glm5NextModel: interfaces.py:1611)"),
+    "Glm5NextForConditionalGeneration": _c(
+        "models/glm5next/common/model.py", "701 (Glm5NextModel via Glm5NextForCausalLM, 1226-1230)"
+    ),
+    "DeepseekV41ForCausalLM": _c(
+        "models/deepseek_v41/nvidia/model.py", "699 (DeepseekV4Model: interfaces.py:1611; ROCm: amd/model.py:494)"
+    ),
+}
+
+# target architecture -> its decoder relays on CUDA (the default branch of its package) and not on the platforms named
+BY_PLATFORM_0_33 = {
+    **{
+        arch: PlatformRelay(
+            refuses_on=("rocm",),
+            relays=_c("models/minimax_m3/nvidia/model.py", "801-803"),
+            refuses=_c("models/minimax_m3/amd/model.py", "1385 (MiniMaxM3Model: interfaces.py:1611)"),
+        )
+        for arch in ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")  # VL: nvidia 1171-1175
+    },
+    "DeepseekV4ForCausalLM": PlatformRelay(
+        refuses_on=("rocm", "xpu", "cpu"),
+        relays=_c("models/deepseek_v4/nvidia/model.py", "811-812"),
+        refuses=_c(
+            "models/deepseek_v4/amd/model.py",
+            "1111 (DeepseekV4Model: interfaces.py:1611; XPU: xpu/model.py:962; CPU: cpu/model.py:454)",
+        ),
+    ),
+    # its text model is DeepseekV4ForCausalLM (common/vl_model.py:183-187)
+    "DeepseekV4ForConditionalGeneration": PlatformRelay(
+        refuses_on=("rocm",),  # XPU and CPU get a stub without the capture at all (PLATFORMS_0_33)
+        relays=_c("models/deepseek_v4/nvidia/model.py", "811-812"),
+        refuses=_c("models/deepseek_v4/amd/model.py", "1111 (DeepseekV4Model: interfaces.py:1611)"),
+    ),
 }
 
 PP_CHECK_V2 = _c(
@@ -124,6 +177,7 @@ PP_CHECK_V2 = _c(
 PIPELINE_PARALLEL_V2 = PipelineParallel(
     relays=RELAYS_0_33,
     refuses=REFUSES_0_33,
+    by_platform=BY_PLATFORM_0_33,
     check=PP_CHECK_V2,
     does=(
         "start-up fails with ValueError unless the target's decoder class sets supports_aux_hidden_states_over_pp "
@@ -149,9 +203,10 @@ PP_BEHAVIOUR_V2 = Behaviour(
     "pipeline parallelism') unless the target's decoder class relays aux states between stages "
     "(supports_aux_hidden_states_over_pp, False by default: interfaces.py:1611): LlamaModel (llama.py:358: Llama, "
     "Mistral, Ministral, Phi3, Llama4 targets), Qwen2Model (qwen2.py:335: Qwen2, Qwen3, Qwen3-VL), SarvamMLAModel, "
-    "and the CUDA classes of Kimi-Linear, MiniMax-M3 and DeepSeek-V4 set it; Qwen3-MoE, Qwen3-Next, Qwen3.5, GPT-OSS, "
-    "DeepSeek-V2/V3, MiniMax-M2, Gemma 4, Granite and Nemotron-H targets do not; with 1 (the default) every "
-    "EAGLE3 target runs",
+    "and the CUDA classes of Kimi-Linear, MiniMax-M3 and DeepSeek-V4 set it (MiniMax-M3's ROCm class and DeepSeek-V4's "
+    "ROCm, XPU and CPU classes do not: the verdict for those targets depends on the platform); Qwen3-MoE, Qwen3-Next, "
+    "Qwen3.5, GPT-OSS, DeepSeek-V2/V3/V4.1, MiniMax-M2, GLM-5.3-Flash (Glm5Next), Beam, Gemma 4, Granite and "
+    "Nemotron-H targets do not; with 1 (the default) every EAGLE3 target runs",
     PP_CHECK_V2,
 )
 PP_BEHAVIOUR_V1 = Behaviour(
