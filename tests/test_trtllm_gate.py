@@ -75,6 +75,23 @@ def test_other_layers_fail_with_the_exact_setting(drafts: Path, capsys: pytest.C
     assert f"{KEY}: [3, 6, 9]" in found["message"] and "speculative_config: {" in found["message"]
     assert "hs[2, 6, 9]" in found["message"] and "hs[4, 7, 10]" in found["message"]
     assert doc["capture_settings"] == {TRTLLM: {KEY: [3, 6, 9]}}
+    # the setting lives in the deployment, not in a file of the draft: no config.json pointer
+    assert (found["file"], found["pointer"], found["subject"]) == (None, None, KEY)
+
+
+def test_the_human_reports_say_where_the_setting_lives_and_what_it_should_be(
+    drafts: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    target = str(drafts / "targets" / "target-llama")
+    code, out, _ = cli(capsys, "verify", str(drafts / "other"), "--target", target, "--engine", TRTLLM, "--no-hash")
+    assert code == 1 and f"deployment: {KEY}" in out and "config.json /eagle3" not in out
+    code, out, _ = cli(capsys, "inspect", str(drafts / "other"), "--target", target, "--engine", TRTLLM)
+    (row,) = [line for line in out.splitlines() if line.startswith(TRTLLM)]
+    assert "-> hs[2, 6, 9]; set eagle3_layers_to_capture: [3, 6, 9]" in row
+    _, out, _ = cli(capsys, "inspect", str(drafts / "default"), "--target", target, "--engine", TRTLLM)
+    (row,) = [line for line in out.splitlines() if line.startswith(TRTLLM)]
+    assert row.rstrip().endswith("-> hs[2, 6, 9]")  # the default is right: nothing to set
 
 
 def test_the_advised_setting_passes(drafts: Path, capsys: pytest.CaptureFixture[str]) -> None:

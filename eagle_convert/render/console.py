@@ -27,6 +27,7 @@ from eagle_convert.render.grouping import by_release
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, fix_fields, fixable
+from eagle_convert.verify.context import DEPLOYMENT_SUBJECTS
 from eagle_convert.verify.report import TENSOR_VALUES
 
 if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them
@@ -232,7 +233,7 @@ def _render_aux(doc: dict[str, Any], console: Console) -> None:
             continue  # "vllm"/"sglang" repeat the newest releases, listed by name below
         picked = f"hs{read['hidden_state_indices']}" if read["hidden_state_indices"] is not None else "unknown"
         unchecked = "" if engine in doc["engines"] else "  (not checked: not in --engine)"
-        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}{unchecked}")
+        _row(layers, engine, f"reads {read['ids_from']} ({read['rule']}) -> {picked}{_setting(read)}{unchecked}")
     target = doc["target"]
     _row(
         layers,
@@ -242,6 +243,14 @@ def _render_aux(doc: dict[str, Any], console: Console) -> None:
     _row(layers, "K aux states", f"{doc['num_aux_hidden_states']} ({doc['num_aux_hidden_states_source']})")
     console.print(layers)
     console.print()
+
+
+def _setting(read: dict[str, Any]) -> str:
+    """What a release that takes its capture from the deployment needs there to feed the trained states."""
+    if read.get("capture_impossible"):
+        return f"; no setting feeds the trained states: {read['capture_impossible']}"
+    setting = read.get("capture_setting")
+    return "".join(f"; set {k}: {v}" for k, v in setting.items()) if setting else ""
 
 
 def _render_dims(doc: dict[str, Any], console: Console) -> None:
@@ -470,6 +479,7 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
         table.add_column(column, overflow="fold")
     for f in by_release(report.findings):  # one row for a finding several releases share
         where = " ".join(p for p in (f.file, f.pointer) if p)
+        where = f"deployment: {f.subject}" if f.subject in DEPLOYMENT_SUBJECTS else where
         table.add_row(
             _rule_cell(f.rule_id, report.findings),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),

@@ -19,6 +19,9 @@ from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
+from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
+
+DEPLOYMENT_SUBJECTS = frozenset(k for keys in DEPLOYMENT_KEYS.values() for k in keys)
 
 CONFIG = "config.json"
 
@@ -123,9 +126,11 @@ def static_checks() -> dict[str, Check]:
 
 def located(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> Finding:
     """``f`` with the file and JSON pointer its subject lives at (a tensor: its shard and name; a config key:
-    config.json and the key's pointer, eagle_config's ids where the draft keeps them), as inspect and verify
-    report it."""
+    config.json and the key's pointer, eagle_config's ids where the draft keeps them; a setting of the deployment, such
+    as TensorRT-LLM's eagle3_layers_to_capture: no file of the draft), as inspect and verify report it."""
     subject = f.subject
+    if subject in DEPLOYMENT_SUBJECTS:
+        return replace(f, file=None, pointer=None)
     if subject and subject in ckpt.tensors:
         return replace(f, file=ckpt.tensors[subject].shard, pointer=subject)
     if subject == IDS_KEY and spec.aux.location == "eagle_config":
