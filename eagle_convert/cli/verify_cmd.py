@@ -247,9 +247,9 @@ def verify(
         None,
         "--engine-url",
         metavar="URL",
-        help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server "
-        "or SGLang's, detected; --engine vllm|sglang forces one): the engine level without starting an engine, so "
-        "--target needs only its config. Implies --level engine.",
+        help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server, "
+        "SGLang's or trtllm-serve, detected; --engine vllm|sglang|trtllm forces one): the engine level without "
+        "starting an engine, so --target needs only its config. Implies --level engine.",
         rich_help_panel=SERVER,
     ),
     engine_url_token: str | None = typer.Option(
@@ -400,7 +400,7 @@ def _attached_server(
     url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None
 ) -> AttachedServer | None:
     """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
-    names its engine only when it is one of vllm or sglang (a release list leaves it to detection)."""
+    names its engine only when it is one of vllm, sglang or trtllm (a release list leaves it to detection)."""
     from eagle_convert.real_engine.attach import ENGINES, token_from_env
     from eagle_convert.real_engine.served import AttachedServer
 

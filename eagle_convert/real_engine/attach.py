@@ -17,6 +17,12 @@ acceptance from the server's own records:
 - SGLang: the per-request fields of ``/generate``'s ``meta_info`` (``spec_verify_ct``, ``spec_num_correct_drafts``,
   ``spec_correct_drafts_histogram``; SGLang 0.5.23 ``srt/managers/tokenizer_manager.py:3138-3201``), which count this
   request only, so other traffic cannot mix in.
+- TensorRT-LLM (``trtllm-serve``): the iteration statistics of its ``/metrics`` route, a JSON list that each read
+  drains (``OpenAIServer.get_iteration_stats`` -> ``LLM.get_stats_async``), polled through the run; each iteration's
+  ``specDecodingStats`` counts that iteration's drafted and accepted tokens and the requests that drafted
+  (``PyExecutor._update_iter_stats``). The server keeps them only with ``enable_iter_perf_stats: true``. Iterations
+  that mix in other clients' requests are told apart where the numbers allow (more drafting requests in one
+  iteration than this run keeps in flight, more tokens than this run's requests can have generated).
 
 Every fault (server not reachable, not speculative, gone mid-run, a timeout, an HTTP error, a response without the
 fields needed) is an :class:`AttachError` (exit 2) with a one-line message and a hint. The API key travels in the
@@ -39,7 +45,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +54,15 @@ from eagle_convert.read.redact import redact_url
 from eagle_convert.real_engine.base import acceptance
 
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "trtllm")
 SETTLE_S = 10.0  # vLLM records a step's counters just after it answers: wait this long for them to catch up
 MAX_BODY_BYTES = 64 << 20  # the largest answer read (a vLLM /metrics page is tens of KiB, an answer a few KiB)
 MAX_REDIRECTS = 3  # same-origin redirects followed; one to another origin is an error
 MAX_POSITIONS = 256  # draft positions a server may report (EAGLE3 chains and trees draft at most a few dozen)
+POLL_S = 1.0  # trtllm-serve: seconds between reads of /metrics during the run (it keeps ~1000 iterations at most)
+MAX_ITERATIONS = 1_000_000  # trtllm-serve: iteration records one run may gather
+TRTLLM_OWNER = "tensorrt_llm"  # trtllm-serve's /v1/models owned_by (serve/openai_protocol.py ModelCard)
+SPEC_STATS = "specDecodingStats"  # one trtllm iteration's speculative counts (IterationStats JSON)
 
 _SPEC = "vllm:spec_decode_num_"
 DRAFTS, DRAFT_TOKENS, ACCEPTED = f"{_SPEC}drafts_total", f"{_SPEC}draft_tokens_total", f"{_SPEC}accepted_tokens_total"
@@ -70,7 +80,7 @@ class ServerInfo:
     """What the server says about itself: engine, version, the model it serves and its speculative settings."""
 
     url: str
-    engine: str  # "vllm" | "sglang"
+    engine: str  # "vllm" | "sglang" | "trtllm"
     version: str
     model: str  # the name requests address (vLLM: /v1/models id; SGLang: model_path)
     model_path: str | None  # where the server loaded the target from (as the server names it)
@@ -106,7 +116,7 @@ class AttachedRun:
     accepted_per_position: list[int]
     mean_acceptance_length: float  # 1 + accepted / drafts (engine_level.base.acceptance)
     acceptance_per_position: list[float]  # accepted at position i / drafts
-    measured_from: str  # "vllm /metrics counters, diffed around the run" | "sglang per-request meta_info"
+    measured_from: str  # "vllm /metrics counters, diffed around the run" | "sglang per-request meta_info" | trtllm's
     foreign_traffic: list[CounterMove]  # empty: the counters moved by exactly this run's requests
     draft_identity: str  # "same" | "different" | "unknown": the served draft against DRAFT
     draft_identity_note: str  # how that was decided, or why it could not be
@@ -399,12 +409,19 @@ def _detect(server: _Endpoint, timeout: float, engine: str | None) -> ServerInfo
     metrics: str | None = _optional_json(server, "/metrics", timeout, text=True)
     if engine is None:
         engine = _which_engine(server, info, metrics, timeout)
-    found = _vllm_info(server, info, metrics, timeout) if engine == "vllm" else _sglang_info(server, info)
+    if engine == "vllm":
+        found = _vllm_info(server, info, metrics, timeout)
+    elif engine == "trtllm":
+        found = _trtllm_info(server, metrics, timeout)
+    else:
+        found = _sglang_info(server, info)
     if not found.speculative:
         raise AttachError(
             f"the {engine} server at {server.url} does not run speculative decoding ({found.not_reported})",
             hint='serve the target with the draft: vLLM --speculative-config \'{"method": "eagle3", "model": '
-            "DRAFT, ...}', SGLang --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT",
+            "DRAFT, ...}', SGLang --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT, "
+            "trtllm-serve speculative_config {decoding_type: Eagle3, speculative_model: DRAFT} in its "
+            "--extra_llm_api_options YAML",
         )
     return found
 
@@ -423,6 +440,8 @@ def _optional_json(server: _Endpoint, path: str, timeout: float, text: bool = Fa
 
 
 def _which_engine(server: _Endpoint, info: Any, metrics: str | None, timeout: float) -> str:
+    if metrics is not None and metrics.lstrip().startswith("["):
+        return "trtllm"  # trtllm-serve's /metrics is a JSON list of iteration statistics, not Prometheus text
     if isinstance(info, dict) and "vllm_config" in info:
         return "vllm"
     if isinstance(info, dict) and "model_path" in info and ("speculative_algorithm" in info or "version" in info):
@@ -431,13 +450,23 @@ def _which_engine(server: _Endpoint, info: Any, metrics: str | None, timeout: fl
         return "vllm"
     if metrics is not None and re.search(r"^sglang:", metrics, re.M):
         return "sglang"
+    if _owner(_optional_json(server, "/v1/models", timeout)) == TRTLLM_OWNER:
+        return "trtllm"
     if _optional_json(server, "/version", timeout) is not None:
         return "vllm"
     raise AttachError(
-        f"the server at {server.url} answers, but neither as vLLM nor as SGLang (no /server_info, /metrics or "
-        "/version of either)",
-        hint="pass --engine vllm or --engine sglang to say which engine serves it",
+        f"the server at {server.url} answers, but neither as vLLM, SGLang nor trtllm-serve (no /server_info, "
+        "/metrics, /v1/models or /version of any)",
+        hint="pass --engine vllm, --engine sglang or --engine trtllm to say which engine serves it",
     )
+
+
+def _owner(models: Any) -> Any:
+    """``owned_by`` of the first model of a ``/v1/models`` answer (None when there is none)."""
+    try:
+        return models["data"][0].get("owned_by")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
 
 
 def _vllm_info(server: _Endpoint, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
@@ -509,6 +538,63 @@ def _sglang_info(server: _Endpoint, info: Any) -> ServerInfo:
     )
 
 
+def _trtllm_info(server: _Endpoint, metrics: str | None, timeout: float) -> ServerInfo:
+    """trtllm-serve (``tensorrt_llm/serve/openai_server.py``): ``/version`` is ``{"version": VERSION}``,
+    ``/v1/models`` one ``ModelCard`` owned by ``tensorrt_llm``; it reports neither its draft nor its speculative
+    settings over HTTP, so whether it drafts is read from the iteration statistics of ``/metrics`` (an earlier
+    iteration's ``specDecodingStats``), and, when none is queued, from the run itself."""
+    version = _optional_json(server, "/version", timeout)
+    models = server.json("/v1/models", None, timeout, "before the run")
+    try:
+        model = models["data"][0]
+        name = str(model["id"])
+    except (KeyError, IndexError, TypeError):
+        raise _missing(server, "/v1/models", "data[0].id") from None
+    if metrics is None:
+        raise AttachError(
+            f"the trtllm-serve server at {server.url} has no /metrics: acceptance is read from its iteration "
+            "statistics",
+            hint="serve it with trtllm-serve, whose /metrics route returns them (with enable_iter_perf_stats: true)",
+        )
+    queued = _iteration_list(server, metrics.encode())  # reading them drained them: the run starts from none
+    drafting = [i.get(SPEC_STATS) for i in queued]
+    speculative = not queued or any(s is not None for s in drafting)
+    return ServerInfo(
+        url=server.url,
+        engine="trtllm",
+        version=str(version.get("version")) if isinstance(version, dict) else "unknown",
+        model=name,
+        model_path=model.get("root") or name,
+        speculative=speculative,
+        method=None,
+        draft_path=None,
+        num_speculative_tokens=None,
+        reported_by=["/version", "/v1/models", "/metrics"],
+        not_reported=(
+            "trtllm-serve reports neither its draft nor its speculative settings over HTTP; whether it drafts and "
+            "how many tokens are read from the specDecodingStats of its /metrics iteration statistics"
+            if speculative
+            else f"its /metrics iteration statistics carry {SPEC_STATS} null"
+        ),
+    )
+
+
+def _iteration_list(server: _Endpoint, raw: bytes) -> list[dict[str, Any]]:
+    """trtllm-serve's ``/metrics`` answer: a JSON list of iteration statistics (objects)."""
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise _missing(server, "/metrics", "a JSON list of iteration statistics")
+    return items
+
+
+def _iterations(server: _Endpoint, timeout: float, phase: str) -> list[dict[str, Any]]:
+    """The iteration statistics trtllm-serve gathered since the last read (the read drains them)."""
+    return _iteration_list(server, server.request("/metrics", None, timeout, phase))
+
+
 def _count(server: _Endpoint, path: str, what: str, value: Any) -> int:
     """A count the server reported: a finite whole number >= 0, else a server fault (never a measurement)."""
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -547,7 +633,8 @@ def _missing(server: _Endpoint, path: str, what: str) -> AttachError:
     return AttachError(
         f"{server.url}{path} answered without {what}",
         hint="this server's answers are not the shapes this eagle-convert was built against (vLLM 0.32, SGLang "
-        "0.5.23); pass --engine to force the engine, or report the server's version",
+        "0.5.23, trtllm-serve of TensorRT-LLM 1.2); pass --engine to force the engine, or report the server's "
+        "version",
     )
 
 
@@ -572,8 +659,10 @@ def run(
     server = _connect(url, token)
     info = _detect(server, timeout, engine)
     identity, note = draft_identity(info.draft_path, draft)
-    measure = _run_sglang if info.engine == "sglang" else _run_vllm
+    measure = {"sglang": _run_sglang, "trtllm": _run_trtllm}.get(info.engine, _run_vllm)
     counts = measure(server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
+    if counts.draft_len is not None and info.num_speculative_tokens is None:
+        info = replace(info, num_speculative_tokens=counts.draft_len)
     mean, rates = acceptance(counts.drafts, counts.accepted_tokens, counts.accepted_per_position)
     return AttachedRun(
         server=info,
@@ -607,6 +696,7 @@ class _Counts:
     measured_from: str
     foreign_traffic: list[CounterMove]
     wall_s: float
+    draft_len: int | None = None  # draft tokens per step, where only the run shows it (trtllm-serve)
 
 
 def _send_all(
@@ -627,9 +717,12 @@ def _send_all(
         return [f.result() for f in futures]
 
 
-def _run_vllm(
-    server: _Endpoint, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
-) -> _Counts:
+def _completions(
+    server: _Endpoint, info: ServerInfo, new_tokens: int, timeout: float, **extra: Any
+) -> Callable[[list[int]], dict[str, Any]]:
+    """One OpenAI ``/v1/completions`` request per prompt (token ids, greedy, ``new_tokens`` with EOS ignored, plus the
+    engine's own ``extra`` fields); its answer's generated token ids, where the server returns them."""
+
     def send(prompt: list[int]) -> dict[str, Any]:
         body = {
             "model": info.model,
@@ -637,7 +730,7 @@ def _run_vllm(
             "max_tokens": new_tokens,
             "temperature": 0.0,
             "ignore_eos": True,
-            "return_token_ids": True,
+            **extra,
         }
         answer = server.json("/v1/completions", body, timeout, "during the run")
         try:
@@ -653,6 +746,13 @@ def _run_vllm(
             )
         return {"token_ids": [int(t) for t in choice.get("token_ids") or []]}
 
+    return send
+
+
+def _run_vllm(
+    server: _Endpoint, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+) -> _Counts:
+    send = _completions(server, info, new_tokens, timeout, return_token_ids=True)
     before = _scrape(server, timeout, "before the run")
     started = time.perf_counter()
     answers = _send_all(prompts, concurrency, send)
@@ -801,6 +901,130 @@ def _run_sglang(
         measured_from="sglang per-request meta_info (this run's requests only)",
         foreign_traffic=[],
         wall_s=wall,
+    )
+
+
+def _run_trtllm(
+    server: _Endpoint, info: ServerInfo, prompts: list[list[int]], new_tokens: int, concurrency: int, timeout: float
+) -> _Counts:
+    """trtllm-serve: ``/v1/completions`` (``CompletionRequest`` forbids unknown fields, so only its own: token-id
+    prompt, ``max_tokens``, ``temperature``, ``ignore_eos``), while ``/metrics`` is read every POLL_S seconds (each
+    read drains the iterations gathered since the last, and the server keeps a bounded number) and until it has no
+    more after the last answer. Each iteration's ``specDecodingStats`` (``PyExecutor._update_iter_stats``) counts, over
+    that iteration's generation requests with drafts: ``numDraftTokens``, ``numAcceptedTokens`` and
+    ``numRequestsWithDraftTokens`` (one verify step each); summed, these are the run's drafts, draft tokens and
+    accepted tokens. Per-position counts are not reported."""
+    send = _completions(server, info, new_tokens, timeout)
+    _iterations(server, timeout, "before the run")  # drain what earlier traffic left queued
+    items: list[dict[str, Any]] = []
+    failed: list[AttachError] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(POLL_S):
+            try:
+                items.extend(_iterations(server, timeout, "during the run"))
+            except AttachError as exc:
+                failed.append(exc)
+                return
+            if len(items) > MAX_ITERATIONS:
+                failed.append(_fault(server, "/metrics", f"more than {MAX_ITERATIONS:,} iterations during one run"))
+                return
+
+    poller = threading.Thread(target=poll, name="engine-url-metrics", daemon=True)
+    started = time.perf_counter()
+    poller.start()
+    try:
+        answers = _send_all(prompts, concurrency, send)
+    finally:
+        stop.set()
+        poller.join()
+    if failed:
+        raise failed[0]
+    deadline = time.monotonic() + SETTLE_S
+    while len(items) <= MAX_ITERATIONS:  # the iterations of the last answers, once the server has them all
+        more = _iterations(server, timeout, "after the run")
+        items.extend(more)
+        if not more or time.monotonic() > deadline:
+            break
+    wall = time.perf_counter() - started
+    if len(items) > MAX_ITERATIONS:
+        raise _fault(server, "/metrics", f"more than {MAX_ITERATIONS:,} iterations during one run")
+    return _trtllm_counts(server, items, [a["token_ids"] for a in answers], len(prompts), new_tokens, concurrency, wall)
+
+
+def _trtllm_counts(
+    server: _Endpoint,
+    items: list[dict[str, Any]],
+    outputs: list[list[int]],
+    prompts: int,
+    new_tokens: int,
+    concurrency: int,
+    wall: float,
+) -> _Counts:
+    """The run's counts from trtllm-serve's iteration statistics, each checked before it counts."""
+    if not items:
+        raise AttachError(
+            f"{server.url}/metrics returned no iteration statistics during the run: trtllm-serve keeps them only "
+            "with enable_iter_perf_stats",
+            hint="start trtllm-serve with `enable_iter_perf_stats: true` in its --extra_llm_api_options YAML, and let "
+            "no other client read its /metrics during the run (each read drains it)",
+        )
+    spec = [i.get(SPEC_STATS) for i in items if i.get(SPEC_STATS) is not None]
+    if not spec:
+        raise AttachError(
+            f"the trtllm-serve server at {server.url} does not run speculative decoding: its {len(items)} "
+            f"iterations during the run carry {SPEC_STATS} null",
+            hint="serve the target with the draft: speculative_config {decoding_type: Eagle3, speculative_model: "
+            "DRAFT} in the --extra_llm_api_options YAML",
+        )
+    drafts = draft_tokens = accepted = widest = busiest = 0
+    for stats in spec:
+        if not isinstance(stats, dict):
+            raise _missing(server, "/metrics", f"{SPEC_STATS} objects")
+        n, d, a = (
+            _count(server, "/metrics", f"{SPEC_STATS}.{key}", stats.get(key))
+            for key in ("numRequestsWithDraftTokens", "numDraftTokens", "numAcceptedTokens")
+        )
+        if a > d or n > d or (n == 0 and d > 0):
+            raise _fault(
+                server, "/metrics", f"an iteration reports {a} accepted of {d} draft tokens over {n} drafting requests"
+            )
+        drafts, draft_tokens, accepted = drafts + n, draft_tokens + d, accepted + a
+        if n:
+            widest, busiest = max(widest, -(-d // n)), max(busiest, n)
+    if drafts == 0:
+        raise AttachError(
+            f"the trtllm-serve server at {server.url} drafted nothing during the run (every iteration's "
+            f"{SPEC_STATS}.numDraftTokens is 0)",
+            hint="serve the target with the draft (speculative_config), and ask for more than one new token",
+        )
+    _consistent(server, "/metrics", drafts, draft_tokens, accepted, [])
+    after_first = prompts * (new_tokens - 1)  # each prompt's first token comes from its context step
+    accounted = accepted + drafts  # a drafting step yields its accepted tokens and one of the target's
+    foreign = []
+    if busiest > concurrency:
+        foreign.append(CounterMove(f"{SPEC_STATS}.numRequestsWithDraftTokens in one iteration", concurrency, busiest))
+    if accounted > after_first + prompts * widest:  # a request's last step overshoots by its draft tokens at most
+        foreign.append(CounterMove("tokens generated in drafting iterations", after_first, accounted))
+    completed = [i.get("numCompletedRequests") for i in items]
+    if all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in completed):
+        done = sum(int(c) for c in completed if c is not None)
+        if done > prompts:
+            foreign.append(CounterMove("numCompletedRequests", prompts, done))
+    return _Counts(
+        outputs=outputs,
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        accepted_per_position=[],
+        measured_from=(
+            f"trtllm /metrics iteration statistics, read through the run ({len(items)} iterations, {len(spec)} with "
+            f"{SPEC_STATS}: {accounted} of the {after_first} tokens generated after each prompt's first)"
+        ),
+        foreign_traffic=foreign,
+        wall_s=wall,
+        draft_len=widest or None,
     )
 
 

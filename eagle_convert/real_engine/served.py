@@ -40,7 +40,7 @@ class AttachedServer:
     token: str | None = None  # --engine-url-token, else $EAGLE_CONVERT_ENGINE_URL_TOKEN; never printed
     concurrency: int = 8  # requests in flight at most
     timeout: float = 300.0  # seconds per HTTP request
-    engine: str | None = None  # --engine vllm|sglang: skip detection
+    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
 
 
 def served_findings(
@@ -103,7 +103,8 @@ def served_findings(
     run = ServedRun(
         measured,
         probe_acceptance_length=same_text.acceptance_length if same_text else None,
-        probe_same_text=same_text.outputs == measured.outputs if same_text else None,
+        # a server that returns no token ids (trtllm-serve without them in its answer) cannot be compared
+        probe_same_text=same_text.outputs == measured.outputs if same_text and all(measured.outputs) else None,
         probe_not_run=probe_not_run,
     )
     predicted = run.probe_acceptance_length
