@@ -20,7 +20,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from eagle_convert.real_engine.attach import (
 )
 from eagle_convert.real_engine.base import EngineObservation, acceptance
 from tests.conftest import ROOT, engine_or_skip
+from tests.local_http import QuietHandler, serve
 
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair
 K = 3  # draft tokens per step, the in-process engine level's default (EngineSettings.steps)
@@ -493,19 +493,13 @@ def _sglang_generate(body: dict[str, Any], n: int) -> dict[str, Any]:
     return {"text": "...", "output_ids": list(range(new)), "meta_info": meta, "prompt_token_ids": body["input_ids"]}
 
 
-class _FakeSglang(BaseHTTPRequestHandler):
+class _FakeSglang(QuietHandler):
     speculative = True
     drop_fields = False
     key = "sk-sglang-key"
     seen: list[dict[str, Any]] = []  # noqa: RUF012 -- the bodies /generate received, per test
 
-    def _answer(self, code: int, payload: Any) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+    _answer = QuietHandler._json
 
     def _authorized(self) -> bool:
         # SGLang's --api-key check (srt/utils/auth.py:153-209): "Authorization: Bearer KEY", else HTTP 401 with
@@ -536,9 +530,6 @@ class _FakeSglang(BaseHTTPRequestHandler):
             answer["meta_info"] = {k: v for k, v in answer["meta_info"].items() if not k.startswith("spec_")}
         self._answer(200, answer)
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 SGLANG_PROMPTS = [[1, 2, 3], [4, 5, 6, 7], [8, 9]]
 SGLANG_REQUESTS_BY_PROMPT = {tuple(p): i for i, p in enumerate(SGLANG_PROMPTS)}
@@ -546,15 +537,8 @@ SGLANG_REQUESTS_BY_PROMPT = {tuple(p): i for i, p in enumerate(SGLANG_PROMPTS)}
 
 @pytest.fixture
 def sglang(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, type[_FakeSglang]]]:
-    handler = type("Handler", (_FakeSglang,), {"seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_FakeSglang, seen=[]) as served:
+        yield served
 
 
 def test_sglang_server_info_is_read(sglang: tuple[str, type[_FakeSglang]]) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import pytest
 
 from eagle_convert.errors import AttachError
 from eagle_convert.real_engine.attach import SPEC_STATS, AttachedRun, detect, run
+from tests.local_http import QuietHandler, serve
 
 K = 3  # the fake server's max_draft_len
 PROMPTS = [[1, 2, 3], [4, 5, 6, 7], [8, 9], [10, 11, 12, 13, 14]]
@@ -76,7 +76,7 @@ def _iteration(n: int, spec: dict[str, Any] | None, completed: int = 0) -> dict[
     }
 
 
-class _FakeTrtllm(BaseHTTPRequestHandler):
+class _FakeTrtllm(QuietHandler):
     stats_enabled = True  # enable_iter_perf_stats
     speculative = True
     corrupt: str | None = None  # "accepted" (more accepted than drafted) or "nan"
@@ -85,13 +85,7 @@ class _FakeTrtllm(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []  # noqa: RUF012
     lock = threading.Lock()
 
-    def _answer(self, code: int, payload: Any) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+    _answer = QuietHandler._json
 
     def do_GET(self) -> None:
         if self.path == "/version":
@@ -136,21 +130,11 @@ class _FakeTrtllm(BaseHTTPRequestHandler):
         self._answer(200, {"id": "cmpl-1", "object": "text_completion", "model": TARGET, "choices": [choice],
                            "usage": {**usage, "total_tokens": sum(usage.values())}})  # fmt: skip
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def trtllm() -> Iterator[tuple[str, type[_FakeTrtllm]]]:
-    handler = type("Handler", (_FakeTrtllm,), {"queue": [], "seen": [], "lock": threading.Lock()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_FakeTrtllm, queue=[], seen=[], lock=threading.Lock()) as served:
+        yield served
 
 
 def test_trtllm_serve_is_detected_by_its_metrics_and_models(trtllm: tuple[str, type[_FakeTrtllm]]) -> None:

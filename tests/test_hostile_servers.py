@@ -13,12 +13,11 @@ import http.client
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.real_engine import attach
 from eagle_convert.real_engine.attach import run
 from tests.conftest import ROOT
+from tests.local_http import QuietHandler, serve
 
 KEY = "sk-hostile-test-5e9a"
 PROMPTS = [[1, 2, 3], [4, 5, 6, 7]]
@@ -50,21 +50,7 @@ def _metrics(requests: float, counts: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class _Quiet(BaseHTTPRequestHandler):
-    """A handler that logs nothing and answers whole bodies (JSON with :meth:`_json`)."""
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _json(self, code: int, payload: Any) -> None:
-        self._send(code, json.dumps(payload).encode())
+_Quiet = QuietHandler
 
 
 class _Vllm(_Quiet):
@@ -119,19 +105,10 @@ class _Url(str):
 
 @contextmanager
 def _serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[_Url]:
-    cls = type("Handler", (handler,), {"seen": [], "answered": 0, **attrs})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), cls)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = _Url(f"http://127.0.0.1:{server.server_address[1]}")
-    url.handler = cls
-    try:
+    with serve(handler, seen=[], answered=0, **attrs) as (base, cls):
+        url = _Url(base)
+        url.handler = cls
         yield url
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _attach(url: str, timeout: float = 10.0) -> Any:
