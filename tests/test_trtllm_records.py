@@ -25,7 +25,7 @@ TRTLLM = [r for r in RELEASES.values() if r.engine == "trtllm"]
 def test_trtllm_resolves_by_name_and_stays_out_of_the_default() -> None:
     assert TRTLLM and [r.name for r in resolve_engines("trtllm")] == [next(r.name for r in TRTLLM if r.newest)]
     for r in TRTLLM:
-        assert resolve_engines(r.name) == [r] and re.fullmatch(r"trtllm@\d+\.\d+", r.name)
+        assert resolve_engines(r.name) == [r] and re.fullmatch(r"trtllm@(\d+\.\d+|main-[0-9a-f]{7})", r.name)
     assert not any(r.engine == "trtllm" for r in resolve_engines(DEFAULT_ENGINES))
     assert not any(r.engine == "trtllm" for r in resolve_engines("both"))
 
@@ -133,3 +133,48 @@ def test_engines_lists_the_trtllm_records_with_their_sources() -> None:
     assert table.returncode == 0 and all(r.name in table.stdout for r in TRTLLM)
     one = run_cli("engines", "trtllm")
     assert one.returncode == 0 and "eagle3.py@f933a60" in one.stdout
+
+
+# ---- trtllm@main-00679c6: the draft class of TensorRT-LLM's main branch -------------------------------------------
+# modeling_speculative.py@00679c6: Eagle3ForCausalLM, MLA when kv_lora_rank is non-zero (:897-899); fc_norm from the
+# top level (:737), norm_before_fc from eagle_config only (:704), norm_output from eagle_config.return_hidden_post_norm
+# or the top level (:712-714); 1.2.0rc2 (b35ac1b) has none of these.
+
+MAIN, RC = "trtllm@main-00679c6", "trtllm@1.2"
+KIMI = json.loads(
+    (Path(__file__).parent.parent / "fixtures/real-configs/torchspec__kimi_k3_eagle3_mla.json").read_text()
+)
+
+
+def test_main_builds_mla_for_a_draft_with_kv_lora_rank() -> None:
+    main = engine_view(MAIN, KIMI, target_model_type="kimi_k2", target_num_layers=61)
+    assert (main.attention, main.mla_built) == ("mla", True) and "kv_lora_rank is 512" in main.citations["draft_class"]
+    assert engine_view(RC, KIMI, target_model_type="kimi_k2", target_num_layers=61).attention == "mha"
+    mha = engine_view(MAIN, {**KIMI, "kv_lora_rank": 0}, target_model_type="kimi_k2", target_num_layers=61)
+    assert mha.attention == "mha" and mha.mla_built is None
+
+
+@pytest.mark.parametrize(
+    ("config", "flags"),
+    [
+        ({"fc_norm": True}, (True, False, False)),
+        ({"eagle_config": {"norm_before_fc": True}}, (False, True, False)),
+        ({"norm_before_fc": True}, (False, False, False)),  # the top level is not read
+        ({"eagle_config": {"return_hidden_post_norm": True}}, (False, False, True)),
+        ({"norm_output": True}, (False, False, True)),
+    ],
+)
+def test_main_reads_the_eagle3_1_flags_where_its_code_does(config: dict[str, object], flags: tuple[bool, ...]) -> None:
+    main = engine_view(MAIN, config, target_model_type="llama", target_num_layers=32)
+    assert (main.fc_norm, main.norm_before_fc, main.norm_output) == flags
+    rc = engine_view(RC, config, target_model_type="llama", target_num_layers=32)
+    assert (rc.fc_norm, rc.norm_before_fc, rc.norm_output) == (False, False, False)
+
+
+def test_main_record_cites_one_commit_for_its_draft_class() -> None:
+    keys = {b.key: str(b.cite) for b in RELEASES[MAIN].behaviours}
+    draft = {k: c for k, c in keys.items() if k.startswith("Eagle3ForCausalLM:")}
+    assert len(draft) >= 15 and all(
+        c.startswith("tensorrt_llm/_torch/models/modeling_speculative.py@00679c6:") for c in draft.values()
+    )
+    assert keys["defaults"].startswith("tensorrt_llm/_torch/speculative/eagle3.py@f933a60:")
