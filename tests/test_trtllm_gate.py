@@ -237,3 +237,18 @@ def test_pipeline_parallel_size_reaches_the_engine_level_too() -> None:
     )
     assert deployment == {"pipeline_parallel_size": 2, "platform": "cuda"}
     assert engine == {"pipeline_parallel_size": 2, "max_num_seqs": 4}  # platform is the deployment's, not vLLM's
+
+
+def test_an_mla_draft_on_a_release_without_mla_is_ec116(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """1.2.0rc2 builds Llama attention for every EAGLE3 draft (modeling_speculative.py@b35ac1b:479-484, no MLA class);
+    main at 00679c6 builds MLA for a draft with kv_lora_rank (:897-899)."""
+    draft = write_layout(tmp_path / "mla", LAYOUTS["specforge-mla"])
+    write_targets(tmp_path / "targets")
+    target = str(tmp_path / "targets" / "target-kimi")
+    for release, rules in (("trtllm@1.2", ["EC116"]), ("trtllm@main-00679c6", [])):
+        code, out, _ = cli(capsys, "verify", str(draft), "--target", target, "--engine", release, "--json", "--no-hash")
+        doc = json.loads(out)
+        VERIFY.validate(doc)
+        assert [f["rule_id"] for f in doc["findings"]] == rules and code == (1 if rules else 0), doc["findings"]
+    code, out, _ = cli(capsys, "rule", "EC116")
+    assert code == 0 and "attention-kind-not-built" in out

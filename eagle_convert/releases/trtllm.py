@@ -125,8 +125,8 @@ EAGLE3_FOR_CAUSAL_LM = DraftClass(
 
 def _draft_class(_raw: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
     return EAGLE3_FOR_CAUSAL_LM, (
-        f"the EAGLE3 draft is Eagle3ForCausalLM, registered as EAGLE3LlamaForCausalLM ({_m('255-257')}); how the "
-        "draft config's architectures pick it, and any MLA draft class, were not read here"
+        f"the one-model builder takes Eagle3ForCausalLM (registered as EAGLE3LlamaForCausalLM, {_m('255-257')}) "
+        f"whatever the draft's architectures say ({_m('479-484')}); 1.2.0rc2 has no other EAGLE3 class, none with MLA"
     )
 
 
@@ -165,8 +165,9 @@ BEHAVIOURS = (
     Behaviour("sorted-one-model", "the one-model path sorts the set too", _e("258-259")),
     Behaviour(
         "minus-one",
-        "two-model path: a -1 in the set is moved last (eagle3_model_arch mistral_large3; what fills it, and the "
-        "{-1} default of mistral_large3, were not read here)",
+        "two-model path: a -1 in the set is moved last; -1 is the target's final decoder output (its final norm "
+        f"applied), which the target wrapper captures with no residual ({_m('533, 545-557')}); eagle3_model_arch "
+        "mistral_large3 sets {-1} when the setting is unset (llm_args.py EagleDecodingConfig, lines not pinned here)",
         _e("140-143"),
     ),
     Behaviour("num-capture", "K = len(the captured layers) sizes the capture buffer", CAPTURE.num_capture),

@@ -465,6 +465,21 @@ _RULES = (
         engines=("trtllm",),
     ),
     Rule(
+        "EC116",
+        "attention-kind-not-built",
+        "error",
+        summary=(
+            "The release builds the other attention kind than the draft's weights hold (MHA projections for an MLA "
+            "draft, or MLA for an MHA one): the weights do not fit the module it builds."
+        ),
+        fix=(
+            "deploy on a release whose EAGLE3 class builds the draft's attention kind (for TensorRT-LLM, MLA drafts "
+            "need a build whose Eagle3ForCausalLM reads kv_lora_rank, e.g. trtllm@main-00679c6, with kv_lora_rank in "
+            "the draft config)"
+        ),
+        engines=("trtllm",),
+    ),
+    Rule(
         "EC209",
         "bias-flag-weights",
         "error",

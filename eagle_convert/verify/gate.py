@@ -68,6 +68,25 @@ def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | Non
                 engine=rel,
             )
         )
+    if (
+        view.attention
+        and view.attention != truth.attention
+        and view.mla_built is None
+        and view.unknown_tensors == "not read"
+    ):
+        # where the record cannot say what the loader does with tensors its class lacks, say the mismatch itself
+        out.append(
+            finding(
+                "EC116",
+                f"{rel} builds {view.draft_class}, {view.attention.upper()} attention, for this "
+                f"{truth.attention.upper()} draft ({view.citations.get('draft_class', '')}): the weights do not fit "
+                "the module it builds",
+                subject="architectures",
+                expected=truth.attention,
+                actual=view.attention,
+                engine=rel,
+            )
+        )
     picked, trained = view.hidden_state_indices, truth.hidden_states
     if capture_from_deployment(view.engine):  # the layers come from the deployment (TensorRT-LLM), not the draft
         out += capture_findings(truth, view, order)
