@@ -171,6 +171,14 @@ BEHAVIOURS = (
         _e("140-143"),
     ),
     Behaviour("num-capture", "K = len(the captured layers) sizes the capture buffer", CAPTURE.num_capture),
+    Behaviour(
+        "target-classes",
+        "a target class feeds the draft only as a SpecDecOneEngineForCausalLM (which builds the draft and captures "
+        "layer -1) whose decoder layers call spec_metadata.maybe_capture_hidden_states; Gemma3ForCausalLM is neither "
+        "(modeling_gemma3.py@b35ac1b:123-195, 257-258): EAGLE3 gets no states from it; the other target classes were "
+        "not read here, so the views give no verdict on the target class",
+        _m("497-500, 545-557"),
+    ),
     Behaviour("capture-one-model", "the one-model path captures the same tensors", _e("293-305")),
     *(Behaviour(f"Eagle3ForCausalLM:{b.key}", b.does, b.cite) for b in _DRAFT_CITES),
 )
