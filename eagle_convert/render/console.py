@@ -27,7 +27,7 @@ from eagle_convert.render.grouping import by_release
 from eagle_convert.render.probe_table import probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, fix_fields, fixable
-from eagle_convert.verify.context import DEPLOYMENT_SUBJECTS
+from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
 from eagle_convert.verify.report import TENSOR_VALUES
 
 if TYPE_CHECKING:  # the reports' modules are imported by the commands that make them

@@ -19,9 +19,7 @@ from eagle_convert.read.config import IDS_KEY, TargetConfig
 from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
-
-DEPLOYMENT_SUBJECTS = frozenset(k for keys in DEPLOYMENT_KEYS.values() for k in keys)
+from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
 
 CONFIG = "config.json"
 

@@ -22,6 +22,8 @@ DEPLOYMENT_KEYS: Mapping[str, tuple[str, ...]] = {
     "trtllm": (CAPTURE_KEY,),
     "vllm": ("pipeline_parallel_size", "platform"),
 }
+# the subjects of findings about a deployment setting: they live in no file of the draft
+DEPLOYMENT_SUBJECTS = frozenset(k for keys in DEPLOYMENT_KEYS.values() for k in keys)
 # deployment keys that are settings of the engine the engine level starts as well (they reach it unchanged)
 ENGINE_SETTINGS_TOO = frozenset({"pipeline_parallel_size"})
 
