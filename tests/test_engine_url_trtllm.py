@@ -220,3 +220,24 @@ def test_verify_engine_url_measures_on_trtllm_serve_from_the_core_install(
     new_tokens = handler.seen[0]["max_tokens"]
     assert run_["drafts"] == sum(len(schedule(p, new_tokens)) for p in PROMPTS)
     assert run_["probe_same_text"] is None  # no token ids to compare
+
+
+def test_engine_tokens_reach_every_request_on_trtllm_serve(
+    fx: Path, trtllm: tuple[str, type[_FakeTrtllm]], tmp_path: Path
+) -> None:
+    """``--engine-tokens`` is the ``max_tokens`` trtllm-serve is asked for, request by request (issue 41)."""
+    from tests.conftest import run_cli_without_torch
+
+    url, handler = trtllm
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps(PROMPTS))
+    r = run_cli_without_torch(
+        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine", "trtllm",
+        "--token-ids", str(ids), "--engine-tokens", "21", "--json", "--no-hash",
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert [b["max_tokens"] for b in handler.seen] == [21] * len(PROMPTS)
+    run_ = json.loads(r.stdout)["engine_run"]
+    assert run_["server"]["new_tokens"] == 21
+    assert run_["drafts"] == sum(len(schedule(p, 21)) for p in PROMPTS)

@@ -169,3 +169,19 @@ def test_cli_defaults_are_the_requests_constants() -> None:
     assert defaults["device"] == compute.device and defaults["dtype"] == compute.dtype
     assert defaults["engine_tokens"] == engine.new_tokens
     assert defaults["level"] == VerifyRequest().level
+
+
+def test_engine_tokens_reach_the_settings_of_either_engine_run(tmp_path: Path) -> None:
+    """The in-process engine's and the attached run's settings both carry --engine-tokens (issue 41); out of range
+    is a usage error for either, in the library as on the command line."""
+    from eagle_convert.real_engine.served import AttachedServer
+
+    (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    served = VerifyRequest(engine_run=AttachedServer("http://127.0.0.1:9", new_tokens=128), target=tmp_path)
+    settings = served.validate().engine_settings
+    assert settings is not None and settings.new_tokens == 128
+    for run in (AttachedServer("http://127.0.0.1:9", new_tokens=0), InProcessEngine(new_tokens=5000)):
+        with pytest.raises(UsageError, match="--engine-tokens"):
+            VerifyRequest(engine_run=run, target=tmp_path, level="engine").validate()
+    with pytest.raises(UsageError, match="--level target does not run"):
+        VerifyRequest(engine_run=InProcessEngine(new_tokens=16), target=tmp_path, level="target").validate()

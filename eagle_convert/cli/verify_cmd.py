@@ -34,12 +34,13 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
+from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.request import (
     DEFAULT_FAIL_LEVEL,
-    ENGINE_NEW_TOKENS,
+    MAX_ENGINE_TOKENS,
     ORACLES,
     SERVER_CONCURRENCY,
     SERVER_TIMEOUT,
@@ -219,8 +220,8 @@ def verify(
         ENGINE_NEW_TOKENS,
         "--engine-tokens",
         min=1,
-        max=4096,
-        help="--level engine: new tokens the engine generates per prompt.",
+        max=MAX_ENGINE_TOKENS,
+        help="--level engine and --engine-url: new tokens the engine generates per prompt (EOS ignored).",
         rich_help_panel=ENGINE,
     ),
     engine_arg: list[str] | None = typer.Option(
@@ -310,7 +311,7 @@ def verify(
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
-    server = _attached_server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine)
+    server = _attached_server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine, engine_tokens)
     if server is not None and (engine_arg or engine_config is not None or engine_python is not None):
         raise UsageError(
             "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
@@ -397,20 +398,26 @@ def _notice(line: str) -> None:
 
 
 def _attached_server(
-    url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None
+    url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None, new_tokens: int
 ) -> AttachedServer | None:
     """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
-    names its engine only when it is one of vllm, sglang or trtllm (a release list leaves it to detection)."""
+    names its engine only when it is one of vllm, sglang or trtllm (a release list leaves it to detection). An
+    option of the attached run without --engine-url is a usage error, never dropped."""
     from eagle_convert.real_engine.attach import ENGINES, token_from_env
     from eagle_convert.real_engine.served import AttachedServer
 
     if url is None:
-        for name, given in (("--engine-url-token", token), ("--engine-concurrency", concurrency != SERVER_CONCURRENCY)):
+        server_only = (
+            ("--engine-url-token", token is not None),
+            ("--engine-concurrency", concurrency != SERVER_CONCURRENCY),
+            ("--engine-timeout", timeout != SERVER_TIMEOUT),
+        )
+        for name, given in server_only:
             if given:
                 raise UsageError(f"{name} goes with --engine-url")
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
-    return AttachedServer(url, token or token_from_env(), concurrency, timeout, forced)
+    return AttachedServer(url, token or token_from_env(), concurrency, timeout, forced, new_tokens)
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

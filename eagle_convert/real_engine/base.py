@@ -33,6 +33,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory th
 ENGINE_DTYPE_AUTO = "auto"
 DEFAULT_ENGINE_DTYPE = ENGINE_DTYPE_AUTO  # the engine level's one default dtype
 DEFAULT_ENGINE_DEVICE = "cpu"
+ENGINE_NEW_TOKENS = 64  # --engine-tokens: new tokens per prompt, in-process or on an attached server
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class EngineSettings:
     python: Path | None = None  # the engine environment's Python (default: .venv-engine)
     token_ids: list[list[int]] | None = None  # prompts as token ids (default: the probe's seeded prompts)
     prompts: list[str] | None = None  # text prompts (--prompts, as read), tokenized with the target's tokenizer.json
-    new_tokens: int = 64
+    new_tokens: int = ENGINE_NEW_TOKENS
     steps: int = 3
     device: str = DEFAULT_ENGINE_DEVICE
     dtype: str = DEFAULT_ENGINE_DTYPE  # as asked; the engine runs in engine_dtype(dtype, device)

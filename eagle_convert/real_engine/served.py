@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle_convert.real_engine import attach
-from eagle_convert.real_engine.base import EngineSettings
+from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS, EngineSettings
 from eagle_convert.real_engine.record import ServedRun
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -41,6 +41,7 @@ class AttachedServer:
     concurrency: int = 8  # requests in flight at most
     timeout: float = 300.0  # seconds per HTTP request
     engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
+    new_tokens: int = ENGINE_NEW_TOKENS  # --engine-tokens: new tokens asked for per prompt
 
 
 def served_findings(

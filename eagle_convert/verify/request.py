@@ -19,6 +19,7 @@ from eagle_convert.errors import EagleConvertError, UsageError, check_choice, re
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.reference.compute import DEFAULT_DEVICE, DEFAULT_DTYPE
@@ -34,7 +35,7 @@ DEFAULT_LEVEL = LEVELS[0]
 FAIL_LEVELS = ("error", "warning")
 DEFAULT_FAIL_LEVEL = FAIL_LEVELS[0]
 ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
-ENGINE_NEW_TOKENS = 64  # --engine-tokens
+MAX_ENGINE_TOKENS = 4096  # --engine-tokens at most
 SERVER_CONCURRENCY = 8  # --engine-concurrency
 SERVER_TIMEOUT = 300.0  # --engine-timeout, seconds per request
 
@@ -201,6 +202,7 @@ class VerifyRequest:
         if self.probe.prompts is not None and self.target is None:
             raise UsageError("--prompts needs --target (its tokenizer.json tokenizes them)")
         in_process = self.engine_run if isinstance(self.engine_run, InProcessEngine) else None
+        _check_engine_run(in_process or server, level)
         deployment, engine_given = _deployment(self.deployment, in_process, releases)
         engine_only = {k: v for k, v in engine_given.items() if k not in deployment}
         if engine_only and level != "engine":
@@ -218,6 +220,10 @@ class VerifyRequest:
         engine_settings = None
         if level == "engine" and server is None:
             engine_settings = _engine_settings(in_process or InProcessEngine(), releases, engine_given)
+        elif server is not None:  # the attached run's settings: what it asks the server for
+            from eagle_convert.real_engine.base import EngineSettings
+
+            engine_settings = EngineSettings(new_tokens=server.new_tokens)
         torch_here = _torch_here()
         if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
@@ -253,7 +259,7 @@ class CheckedRequest:
     target_config: TargetConfig | None
     token_ids: list[list[int]] | None
     prompts: list[str] | None  # the text prompts as read (--prompts without --token-ids)
-    engine_settings: EngineSettings | None  # --level engine started here
+    engine_settings: EngineSettings | None  # --level engine: the engine started here, or the attached run's
     server: AttachedServer | None  # --engine-url
     probe_here: bool = True  # torch is importable: the tensor, forward and probe levels can run here
     deployment: Mapping[str, Any] = field(default_factory=dict)  # checked deployment settings every view reads
@@ -333,6 +339,30 @@ def _below_engine_hint(settings: Mapping[str, Any]) -> str:
         key, engine = next(iter(read.items()))
         return f"{key} is read at every level only when a {engine} release is selected (--engine {engine}@X.Y)"
     return "add --level engine, or leave the engine settings out"
+
+
+def _check_engine_run(run: InProcessEngine | AttachedServer | None, level: str) -> None:
+    """The engine run's own options, each used by the path taken or refused: ``--engine-tokens`` in range, and
+    ``--engine-tokens`` / ``--engine-python`` only where an engine runs (never dropped at a lower level)."""
+    if run is None:
+        return
+    if not 1 <= run.new_tokens <= MAX_ENGINE_TOKENS:
+        raise UsageError(
+            f"--engine-tokens {run.new_tokens} is out of range", hint=f"give 1 to {MAX_ENGINE_TOKENS} new tokens"
+        )
+    if level == "engine" or not isinstance(run, InProcessEngine):
+        return
+    unused = [
+        name
+        for name, given in (("--engine-tokens", run.new_tokens != ENGINE_NEW_TOKENS), ("--engine-python", run.python))
+        if given
+    ]
+    if unused:
+        raise UsageError(
+            f"{', '.join(unused)} {'sets' if len(unused) == 1 else 'set'} the engine level's run, which --level "
+            f"{level} does not run",
+            hint="add --level engine (or --engine-url URL), or leave the engine options out",
+        )
 
 
 def _engine_settings(engine: InProcessEngine, releases: list[Release], settings: dict[str, Any]) -> EngineSettings:

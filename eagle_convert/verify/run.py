@@ -470,7 +470,10 @@ def _served(
         reference = session.reference
         found, probe = probe_findings(draft, reference, session.enabled, _probe_settings(session))
     settings = replace(
-        EngineSettings(), token_ids=checked.token_ids, prompts=checked.prompts, steps=checked.request.probe.steps
+        checked.engine_settings or EngineSettings(),
+        token_ids=checked.token_ids,
+        prompts=checked.prompts,
+        steps=checked.request.probe.steps,
     )
     more, run = served_findings(
         session.ckpt.root, session.spec, checked.target_config, session.enabled, settings, checked.server, probe,
