@@ -13,6 +13,18 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_TO_CHECK = 3
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C): 128 + 2
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
+
+# What each exit code means, for every command's --help (cli/formatting.py); a command lists the ones it can give.
+EXIT_MEANINGS = {
+    EXIT_OK: "success (verify, push: the gate passed)",
+    EXIT_FINDINGS: "findings at the fail level (verify; push: the gate failed, nothing published)",
+    EXIT_BAD_INPUT: "bad input or usage: one Error line and a hint, nothing written",
+    EXIT_NOTHING_TO_CHECK: "nothing to check: no config.json and no weight files at the path",
+    EXIT_INTERRUPTED: "interrupted (SIGINT)",
+    EXIT_TERMINATED: "terminated (SIGTERM)",
+}
 
 
 class EagleConvertError(Exception):
@@ -164,19 +176,60 @@ class ExtraMissing(UsageError):
     )
 
 
+# What the reference target (verify --level target/engine with the target's weights here) imports beyond torch:
+# transformers' own model classes, built on the meta device with accelerate.
+REFERENCE_TARGET_PACKAGES = ("torch", "numpy", "transformers", "accelerate")
+
+
 def require_torch(feature: str) -> None:
     """Raise :class:`ExtraMissing` naming ``feature`` and the install line when torch cannot be imported here.
 
     Checked before the work starts, so a run without torch stops at once with one line instead of an ImportError
     deep inside the reference models."""
+    require_packages(feature, ("torch",))
+
+
+def require_packages(feature: str, names: Collection[str]) -> None:
+    """Raise :class:`ExtraMissing` when any of ``names`` (distributions of the reference extra, each imported under
+    its own name) is missing or older than the extra asks: one line naming each and the install command."""
+    problems = [p for p in map(package_problem, names) if p is not None]
+    if problems:
+        raise ExtraMissing(f"{feature} needs {'; '.join(problems)}: {REFERENCE_INSTALL}")
+
+
+def package_problem(name: str, extra: str = "reference") -> str | None:
+    """Why ``name`` cannot be used here (not importable, or outside the version range ``extra`` declares in this
+    package's metadata), or None when it can."""
     import importlib.util
+    from importlib import metadata
 
     try:
-        found = importlib.util.find_spec("torch") is not None
-    except (ImportError, ValueError):  # an import hook that refuses torch, or a broken half-installed one
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # an import hook that refuses it, or a broken half-installed one
         found = False
     if not found:
-        raise ExtraMissing(f"{feature} needs torch, which is not installed: {REFERENCE_INSTALL}")
+        return f"{name}, which is not installed"
+    try:
+        declared = metadata.requires("eagle-convert") or []
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:  # run from a source tree, or a module without distribution metadata
+        return None
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion
+
+    for line in declared:
+        try:
+            wanted = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if wanted.name.lower() != name or wanted.marker is None or not wanted.marker.evaluate({"extra": extra}):
+            continue
+        try:
+            fits = wanted.specifier.contains(have, prereleases=True)
+        except InvalidVersion:
+            return None
+        return None if fits else f"{name}{wanted.specifier}, but {have} is installed"
+    return None
 
 
 # The engine level (real_engine/): its environments, its settings, and the engine runs themselves.

@@ -76,30 +76,37 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
-BLOCK_TORCH = """
+BLOCK_MODULES = """
 import importlib.abc, sys
+BLOCKED = {blocked!r}
 class _Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked in this test")
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(name + " is blocked in this test")
 sys.meta_path.insert(0, _Block())
 from eagle_convert.cli.main import main
 code = main(sys.argv[1:])
-assert "torch" not in sys.modules
+assert not BLOCKED & {{m.split(".")[0] for m in sys.modules}}
 sys.exit(code)
 """
 
 
-def run_cli_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a subprocess where importing torch fails (and a late import would fail the run)."""
+def run_cli_without(modules: set[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess where importing any of ``modules`` fails (and a late import would fail the run): an
+    environment without an optional dependency."""
     return subprocess.run(
-        [sys.executable, "-c", BLOCK_TORCH, *args],
+        [sys.executable, "-c", BLOCK_MODULES.format(blocked=modules), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "160"},
         timeout=120,
     )
+
+
+def run_cli_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess where importing torch fails (and a late import would fail the run)."""
+    return run_cli_without({"torch"}, *args)
 
 
 def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:

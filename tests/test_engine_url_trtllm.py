@@ -241,3 +241,24 @@ def test_engine_tokens_reach_every_request_on_trtllm_serve(
     run_ = json.loads(r.stdout)["engine_run"]
     assert run_["server"]["new_tokens"] == 21
     assert run_["drafts"] == sum(len(schedule(p, 21)) for p in PROMPTS)
+
+
+def test_engine_url_with_a_target_without_tokenizer_runs_from_the_core_install(
+    fx: Path, trtllm: tuple[str, type[_FakeTrtllm]], tmp_path: Path
+) -> None:
+    """A config-only target without a tokenizer and no --token-ids, torch not installed: the seeded one-token prompts
+    come without torch (at 0421174: `internal error: ModuleNotFoundError: No module named 'torch'`)."""
+    from tests.conftest import run_cli_without_torch
+
+    url, handler = trtllm
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_bytes((fx / "targets" / "target-llama" / "config.json").read_bytes())
+    r = run_cli_without_torch(
+        "verify", str(fx / "layouts" / "specforge-mha"), "--target", str(target), "--engine-url", url,
+        "--engine", "trtllm", "--json", "--no-hash",
+    )  # fmt: skip
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    prompts = [b["prompt"] for b in handler.seen]
+    assert len(prompts) == 8 and all(len(p) == 1 for p in prompts)
+    assert json.loads(r.stdout)["engine_run"]["prompts"] == 8

@@ -216,3 +216,22 @@ def test_the_byte_progress_learns_its_total(monkeypatch: pytest.MonkeyPatch) -> 
         progress.total(100)
         progress(90)
     assert seen == [(10, None), (100, 100)]
+
+
+def test_the_probe_table_ends_with_a_one_line_conclusion() -> None:
+    """The probe's verdict in one line after its table (issue 40): the configured reading holds, is beaten (by
+    what), or is not beaten yet with the positions that would settle it."""
+    from dataclasses import replace
+
+    from eagle_convert.render.probe_table import probe_conclusion
+
+    undecided = probe_conclusion(PROBE_RESULT)  # one inconclusive comparison, ~31200 positions to settle it
+    assert undecided.startswith("Conclusion: the configured reading (configured: accept len ")
+    assert "1 comparison(s) are inconclusive; ~31200 positions would settle it" in undecided
+    settled = [replace(r, verdict="no better") if r.verdict == "inconclusive" else r for r in PROBE_RESULT.rows]
+    assert probe_conclusion(replace(PROBE_RESULT, rows=settled, decided=True)).endswith(
+        "holds: no other reading does decisively better"
+    )
+    beaten = replace(PROBE_RESULT, best="ids one layer earlier")
+    line = probe_conclusion(beaten)
+    assert "is beaten by ids one layer earlier (accept len " in line and "\n" not in line

@@ -14,8 +14,9 @@ import typer
 from typer.main import get_command
 
 from eagle_convert.cli.formatting import plain_help
-from eagle_convert.cli.main import app
+from eagle_convert.cli.main import EXIT_CODES, app
 from eagle_convert.cli.options import choices_of
+from eagle_convert.errors import EXIT_MEANINGS
 
 
 def _value_kind(param: Any) -> str:
@@ -52,8 +53,8 @@ def render_cli_markdown() -> str:
         "",
         f"{root.help}",
         "",
-        "Exit codes: `0` ok, `1` findings at the failing level (`verify`), `2` bad input, usage or internal error, "
-        "`3` nothing to check. Errors are one `Error:` line naming the file and the cause, "
+        "Exit codes: " + ", ".join(f"`{code}` {meaning}" for code, meaning in EXIT_MEANINGS.items()) + "; "
+        "each command's own are at the end of its section. Errors are one `Error:` line naming the file and the cause, "
         "then one `Hint:` line, on stderr; set `EAGLE_CONVERT_DEBUG=1` for a traceback as well (the exit code "
         "stays the same). `-h` is `--help` on every command; output that is not a terminal is never wrapped (one "
         "line per row).",
@@ -90,6 +91,8 @@ def render_cli_markdown() -> str:
             "|---|---|---|---|",
         ]
         lines += _param_rows(cmd.params)
+        if name in EXIT_CODES:
+            lines += ["Exit codes: " + ", ".join(f"`{code}`" for code in EXIT_CODES[name]) + ".", ""]
     return "\n".join(lines)
 
 

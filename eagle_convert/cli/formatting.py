@@ -8,6 +8,7 @@ typer's documented way to change help is a command or group class (``Typer(cls=.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -110,10 +111,21 @@ def plain_help(text: str) -> str:
     return " ".join(text.replace("\b", "").split())
 
 
-def apply(app: typer.Typer, short_help: dict[str, str]) -> None:
-    """Give every registered command the :class:`Command` help and its line in the root's command list."""
+def exit_codes_epilog(codes: Iterable[int]) -> str:
+    """The exit codes a command can give, a line each, kept as lines (the parser's ``\b`` marker)."""
+    from eagle_convert.errors import EXIT_MEANINGS
+
+    lines = [f"{code:>5}  {EXIT_MEANINGS[code]}" for code in codes]
+    return "\b\nExit codes:\n" + "\n".join(lines)
+
+
+def apply(app: typer.Typer, short_help: dict[str, str], exit_codes: dict[str, tuple[int, ...]]) -> None:
+    """Give every registered command the :class:`Command` help, its line in the root's command list, and its exit
+    codes at the end of its --help."""
     for info in app.registered_commands:
         if info.cls in (None, TyperCommand):  # typer's default: a command that chose no class of its own
             info.cls = Command
         if info.short_help is None and info.name in short_help:
             info.short_help = short_help[info.name]
+        if info.epilog is None and info.name in exit_codes:
+            info.epilog = exit_codes_epilog(exit_codes[info.name])

@@ -19,7 +19,15 @@ from eagle_convert.cli import (
     verify_cmd,
 )
 from eagle_convert.cli.options import COLOR_ENV, OUTPUT, color_option, quiet_option, verbose_option
-from eagle_convert.errors import EagleConvertError
+from eagle_convert.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_TO_CHECK,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EagleConvertError,
+)
 from eagle_convert.version import __version__
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
@@ -76,7 +84,22 @@ SHORT_HELP = {
     "engines": "List the modelled engine releases (--engine) and the code each was read from.",
     "engine-env": "Build or find the engine environment that --level engine runs in.",
 }
-formatting.apply(app, SHORT_HELP)
+# the exit codes each command can give (errors.EXIT_MEANINGS says what each means), at the end of its --help
+_ANY = (EXIT_OK, EXIT_BAD_INPUT, EXIT_NOTHING_TO_CHECK, EXIT_INTERRUPTED, EXIT_TERMINATED)
+_GATED = (EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_NOTHING_TO_CHECK, EXIT_INTERRUPTED, EXIT_TERMINATED)
+_PLAIN = (EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED)
+EXIT_CODES = {
+    "inspect": _ANY,
+    "normalize": _ANY,
+    "verify": _GATED,
+    "push": _GATED,
+    "pull": _PLAIN,
+    "rules": _PLAIN,
+    "rule": _PLAIN,
+    "engines": _PLAIN,
+    "engine-env": _PLAIN,
+}
+formatting.apply(app, SHORT_HELP, EXIT_CODES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -343,6 +343,7 @@ def verify(
     )
     checked = request.validate()  # every usage error, before any checkpoint is opened
     checkpoints = checkpoint_paths(paths)
+    _no_stray_folder(checkpoints)
     for path in checkpoints:
         checked.check_source(path)
     level = checked.level
@@ -418,6 +419,22 @@ def _attached_server(
         return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
     return AttachedServer(url, token or token_from_env(), concurrency, timeout, forced, new_tokens)
+
+
+def _no_stray_folder(checkpoints: list[Path]) -> None:
+    """Several paths (``verify drafts/*``): a folder among them that holds no checkpoint is the user's mistake,
+    refused before any work (exit 2), never a verdict hidden behind the others' exit code. One path alone keeps its
+    own answer: exit 3, nothing to check."""
+    from eagle_convert.read.checkpoint import holds_checkpoint
+
+    if len(checkpoints) < 2:
+        return
+    stray = [str(p) for p in checkpoints if p.is_dir() and not holds_checkpoint(p)]
+    if stray:
+        raise UsageError(
+            f"{', '.join(stray)}: no config.json and no weight files, among {len(checkpoints)} paths to verify",
+            hint="leave the folders that are not checkpoints out of the list (e.g. `verify drafts/*/config.json`)",
+        )
 
 
 def checkpoint_paths(paths: list[Path]) -> list[Path]:

@@ -148,8 +148,19 @@ def prompt_pool(target_dir: Path, vocab: int, prompts: list[str] | None = None) 
                 path=target_dir,
                 hint="pass --token-ids FILE instead",
             )
-        import torch
-
-        g = torch.Generator().manual_seed(0)
-        return [[int(t)] for t in torch.randint(0, vocab, (len(DEFAULT_PROMPTS),), generator=g)]
+        return _seeded_one_token_prompts(vocab, len(DEFAULT_PROMPTS))
     return [tokenizer.prompt_ids(p) for p in (prompts if prompts is not None else DEFAULT_PROMPTS)]
+
+
+def _seeded_one_token_prompts(vocab: int, count: int) -> list[list[int]]:
+    """``count`` one-token prompts drawn from ``vocab`` with seed 0: torch's generator where torch is here (the ids
+    every earlier run used), else Python's own, so that ``--engine-url`` runs from the core install (issue 40)."""
+    try:
+        import torch
+    except ImportError:
+        import random
+
+        draw = random.Random(0)
+        return [[draw.randrange(vocab)] for _ in range(count)]
+    g = torch.Generator().manual_seed(0)
+    return [[int(t)] for t in torch.randint(0, vocab, (count,), generator=g)]

@@ -7,7 +7,7 @@ torch or reads tensor bytes. Pickle weight files are listed, never opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -150,6 +150,19 @@ def _open_dir(root: Path) -> Checkpoint:
     return open_store(LocalStore(root), root)
 
 
+def holds_checkpoint(directory: Path) -> bool:
+    """Whether a local directory holds anything a checkpoint is read from (a config or weight files), by its names
+    alone: what :func:`open_store` refuses with NothingToCheckError when it does not."""
+    return _checkpoint_names(LocalStore(directory).names())
+
+
+def _checkpoint_names(names: Collection[str]) -> bool:
+    return any(
+        n == CONFIG_NAME or n.endswith((SAFETENSORS_SUFFIX, INDEX_SUFFIX, *PICKLE_SUFFIXES, ".bin.index.json"))
+        for n in names
+    )
+
+
 def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpoint:
     """Open and validate the checkpoint held by ``store`` (``path`` names it in reports)."""
     names = store.names()
@@ -158,7 +171,7 @@ def open_store(store: Store, path: Path, revision: str | None = None) -> Checkpo
     pickles = tuple(n for n in names if n.endswith(PICKLE_SUFFIXES) or n.endswith(".bin.index.json"))
     has_config = CONFIG_NAME in names
 
-    if not has_config and not safetensors and not indexes and not pickles:
+    if not _checkpoint_names(names):
         raise NothingToCheckError(f"no {CONFIG_NAME} and no weight files here", path=path)
     if not has_config:
         raise ConfigError(f"{CONFIG_NAME} is missing", path=path, hint=f"a draft checkpoint needs its {CONFIG_NAME}")

@@ -44,6 +44,15 @@ class AttachedServer:
     new_tokens: int = ENGINE_NEW_TOKENS  # --engine-tokens: new tokens asked for per prompt
 
 
+REACH_TIMEOUT_S = 30.0  # the first contact with the server, before anything expensive runs
+
+
+def reach(server: AttachedServer) -> None:
+    """Contact the server once before anything expensive runs (the checks, the probe): a server that is down,
+    refuses the key or does not serve speculatively is exit 2 within seconds, not after the probe's minutes."""
+    attach.detect(server.url, server.token, min(server.timeout, REACH_TIMEOUT_S), server.engine)
+
+
 def served_findings(
     draft: Path,
     spec: DraftSpec,

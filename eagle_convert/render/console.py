@@ -24,7 +24,7 @@ from rich.text import Text
 from eagle_convert.render import detail
 from eagle_convert.render.escape import one_line
 from eagle_convert.render.grouping import by_release
-from eagle_convert.render.probe_table import probe_table
+from eagle_convert.render.probe_table import probe_conclusion, probe_table
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, fix_fields, fixable
 from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
@@ -491,6 +491,7 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
         _fixable_footer(console, report.findings)
     if report.probe is not None:
         console.print(probe_table(report.probe.result, console.width))
+        console.print(Text(probe_conclusion(report.probe.result)))
     _render_not_run(doc["checks"], console)
     need_target = [c["rule_id"] for c in doc["checks"] if c["reason"] == "needs --target"]
     if need_target:

@@ -202,3 +202,22 @@ def probe_table(p: ProbeResult, width: int) -> Table:
             Text(row.verdict, style=_VERDICT_STYLE.get(row.verdict, "")),
         )
     return table
+
+
+def probe_conclusion(p: ProbeResult) -> str:
+    """The probe in one line, after its table: whether the configured reading holds, what beats it, or how many
+    positions would settle what is undecided."""
+    configured = p.row(p.configured)
+    said = f"the configured reading ({p.configured}: accept len {configured.acceptance_length:.3f})"
+    if p.best != p.configured:
+        best = p.row(p.best)
+        return (
+            f"Conclusion: {said} is beaten by {p.best} (accept len {best.acceptance_length:.3f}, p {best.p_text}): "
+            "the draft reads other target states than the ones it was trained on"
+        )
+    undecided = [r for r in p.rows if r.verdict == "inconclusive" and not r.diagnostic]
+    if undecided:
+        needed = max((r.positions_needed or 0) for r in undecided)
+        more = f"; ~{needed} positions would settle it (--probe-positions)" if needed else ""
+        return f"Conclusion: {said} is not beaten, but {len(undecided)} comparison(s) are inconclusive{more}"
+    return f"Conclusion: {said} holds: no other reading does decisively better"

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eagle_convert.errors import EagleConvertError, UsageError, check_choice, require_torch
+from eagle_convert.errors import (
+    REFERENCE_TARGET_PACKAGES,
+    EagleConvertError,
+    UsageError,
+    check_choice,
+    require_packages,
+    require_torch,
+)
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
@@ -227,6 +234,8 @@ class VerifyRequest:
         torch_here = _torch_here()
         if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
+            if level in ("target", "engine") and has_weights(self.target):  # the reference target runs here
+                require_packages(f"--level {level}", REFERENCE_TARGET_PACKAGES)
         if level == "engine" and server is None:  # fail fast, before the probe runs, when there is no engine
             from eagle_convert.real_engine import engine_python
 

@@ -172,6 +172,10 @@ def verify_checkpoint(
         raise TypeError("verify_checkpoint takes a request or options, not both")
     checked = request if isinstance(request, CheckedRequest) else request.validate()
     checked.check_source(path)
+    if checked.server is not None:  # a dead server is an error before the checkpoint is read or the probe runs
+        from eagle_convert.real_engine.served import reach
+
+        reach(checked.server)
     session = Session.open(path, checked, hooks or Hooks())
     ckpt, spec, asked = session.ckpt, session.spec, checked.request
     found: list[Finding] = []
