@@ -271,3 +271,28 @@ def test_help_names_no_repository_path(here: Path, capsys: pytest.CaptureFixture
     prose = re.sub(rf"{re.escape(PROJECT_URL)}\S*", "URL", " ".join(text.split()))
     for path in ("docs/", "scripts/", "eagle_convert/schemas", "tests/", "fixtures/"):
         assert path not in prose, (command, path, prose)
+
+
+def test_piped_output_never_breaks_a_path_or_a_bracket(
+    here: Path, fx: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal, with no COLUMNS: a table's title and caption are whole lines (issue 40: normalize's header
+    was cut mid-path at the table's width, the probe legend between `[` and `]`)."""
+    import io
+
+    from eagle_convert.render import console as render
+    from fixtures.probe_result import PROBE_RESULT
+
+    monkeypatch.delenv("COLUMNS")
+    out = here / "a" / "long" / "path" / "for" / "the" / "normalized" / "draft" / ("x" * 60) / "out"
+    target = fx / "targets" / "target-llama"
+    code, text, _ = cli(capsys, "normalize", str(fx / "layouts" / "specforge-mha"), str(out), "--target", str(target))
+    assert code == 0 and f" -> {out}\n" in text, text
+    stream = io.StringIO()
+    piped = render._console(stream)
+    piped.print(render.probe_table(PROBE_RESULT, piped.width))
+    piped.file.flush()
+    lines = stream.getvalue().splitlines()
+    caption = [line for line in lines if "[ ]: 95% intervals" in line]
+    assert len(caption) == 1 and caption[0].startswith("each row reads the draft's config one way")
+    assert all(line.count("[") == line.count("]") for line in lines), lines

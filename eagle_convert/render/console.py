@@ -7,6 +7,7 @@ its own).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -80,6 +81,32 @@ class EscapingConsole(Console):
 
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(one_line(text), **options)
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Off a terminal, a table's title and caption are lines of their own, never wrapped: rich wraps them at the
+        table's width, which broke paths (``.../for/th`` / ``e/normalized/draft``) and split ``[`` from ``]``."""
+        if self.width >= UNWRAPPED:
+            objects = tuple(_annotations_apart(o) for o in objects)
+        super().print(*objects, **options)
+
+
+def _annotations_apart(renderable: Any) -> Any:
+    """A table with its title above it and its caption below it as whole lines (the table itself unchanged)."""
+    if not isinstance(renderable, Table) or (renderable.title is None and renderable.caption is None):
+        return renderable
+    table = copy.copy(renderable)
+    table.title = table.caption = None
+    title = [] if renderable.title is None else [_line(renderable.title, renderable.title_style)]
+    caption = [] if renderable.caption is None else [_line(renderable.caption, renderable.caption_style)]
+    return Group(*title, table, *caption)
+
+
+def _line(annotation: Any, style: Any) -> Text:
+    text = annotation.copy() if isinstance(annotation, Text) else Text(one_line(str(annotation)))
+    if style:
+        text.stylize(style)
+    text.no_wrap, text.overflow = True, "ignore"
+    return text
 
 
 def _console(stream: TextIO) -> Console:
