@@ -292,33 +292,6 @@ def winner(rows: list[ProbeRow]) -> ProbeRow | None:
     return max(better, key=lambda r: (r.delta_accepted + r.delta_top1, r.delta_top1)) if better else None
 
 
-def measure_convention(
-    draft_dir: str | Path,
-    target_dir: str | Path,
-    *,
-    steps: int = 3,
-    compute: Compute = CPU_FLOAT32,
-    token_ids: list[list[int]] | None = None,
-    prompts: list[str] | None = None,
-    min_positions: int = MIN_POSITIONS,
-    progress: Progress | None = None,
-) -> tuple[str, str]:
-    """(convention, evidence): which reading of the draft's ids the target's hidden states confirm.
-
-    Both readings are measured whatever the config says; a difference the paired test cannot call decisive, or one
-    below the effect floor, is refused, never guessed."""
-    draft, target = open_pair(draft_dir, target_dir, compute)
-    return measure_convention_on(
-        draft,
-        target,
-        steps=steps,
-        token_ids=token_ids,
-        prompts=prompts,
-        min_positions=min_positions,
-        progress=progress,
-    )
-
-
 def measure_convention_on(
     draft: LoadedDraft,
     target: Target,
@@ -329,7 +302,10 @@ def measure_convention_on(
     min_positions: int = MIN_POSITIONS,
     progress: Progress | None = None,
 ) -> tuple[str, str]:
-    """:func:`measure_convention` on a loaded pair."""
+    """(convention, evidence): which reading of the draft's ids the target's hidden states confirm.
+
+    Both readings are measured whatever the config says; a difference the paired test cannot call decisive, or one
+    below the effect floor, is refused, never guessed."""
     spec = draft.spec
     ids = sorted(set(spec.aux.ids or []))
     if not ids:

@@ -225,15 +225,6 @@ def forward_chain(draft: LoadedDraft, steps: int = 2, *, compute: Compute = CPU_
     return finite, f"{steps}-step chain over {t_len} random tokens ({compute.describe()}, {compute.dtype_name})"
 
 
-def match_saved_states(target_dir: str | Path, path: str | Path, compute: Compute = CPU_FLOAT32) -> SavedStates:
-    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
-
-    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
-    tokens, in the trainer's order).
-    """
-    return saved_states(Target(Path(target_dir), compute), path)
-
-
 _SAVED_HINT = (
     "save token_ids [T] (integers) and hidden_states [K, T, Ht] (floats) in one safetensors file "
     f"(the schema: {docs_url('eagle_convert/schemas/saved-hidden-states.schema.json')})"
@@ -241,7 +232,10 @@ _SAVED_HINT = (
 
 
 def saved_states(target: Target, path: str | Path) -> SavedStates:
-    """:func:`match_saved_states` against a loaded target."""
+    """Which target boundary each hidden state saved by a trainer or engine is (the definitive convention answer).
+
+    The file is safetensors with ``token_ids`` [T] and ``hidden_states`` [K, T, Ht] (the K aux states of those
+    tokens, in the trainer's order)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -271,17 +265,12 @@ def saved_states(target: Target, path: str | Path) -> SavedStates:
     return SavedStates(str(path), matches)
 
 
-def oracle_check(target_dir: str | Path, token_ids: list[int]) -> OracleCheck:
+def oracle_on(target: Target, token_ids: list[int]) -> OracleCheck:
     """The reference target (transformers' model, its weights streamed a unit at a time through transformers'
     loading step) against transformers' own ``from_pretrained`` of the whole model in memory, on the same tokens: the
     largest relative error over every boundary below N and the final hidden state (HF's hidden_states[N] is after
     the final norm). Both run on the CPU in float32, whatever the probe's device: this checks the streaming, the
     reading of the checkpoint and its formats, not the hardware."""
-    return oracle_on(Target(Path(target_dir)), token_ids)
-
-
-def oracle_on(target: Target, token_ids: list[int]) -> OracleCheck:
-    """:func:`oracle_check` against a loaded target (run on the CPU in float32 whatever its compute)."""
     from eagle_convert.reference.hf_target import model_class
 
     target = target.on(CPU_FLOAT32)
