@@ -141,6 +141,7 @@ def test_validate_raises_every_kind_of_usage_error_as_usage_error(tmp_path: Path
         VerifyRequest(engine_run=AttachedServer("ftp://h:1"), target=tmp_path),
         VerifyRequest(engine_run=InProcessEngine(args=("a=1",))),
         VerifyRequest(probe=ProbeRequest(prompts=tmp_path / "p.txt")),
+        VerifyRequest(aux_convention="output_of"),  # a typo passed with no finding at 0421174
     ]
     for request in bad:
         with pytest.raises(UsageError):

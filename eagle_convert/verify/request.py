@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft.aux_layers import CONVENTIONS
 from eagle_convert.errors import (
     REFERENCE_TARGET_PACKAGES,
     EagleConvertError,
@@ -193,6 +194,8 @@ class VerifyRequest:
         if self.probe.oracle is not None:
             check_choice("oracle", self.probe.oracle, ORACLES)
         check_choice("probe text", self.probe.text, PROBE_TEXTS)
+        if self.aux_convention is not None:  # a typo ('output_of') would leave the trained states unknown, no finding
+            check_choice("aux-layer convention", self.aux_convention, CONVENTIONS)
         select, ignore = parse_rule_list(self.select), parse_rule_list(self.ignore)
         depth = LEVELS.index(level)
         named = [name for name, given in self.probe.given().items() if given]
