@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,6 +108,20 @@ def run_cli_without(modules: set[str], *args: str) -> subprocess.CompletedProces
 def run_cli_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess where importing torch fails (and a late import would fail the run)."""
     return run_cli_without({"torch"}, *args)
+
+
+def verify_attached(
+    fx: Path, url: str, prompts: list[list[int]] | None, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``verify --engine-url URL --json`` of the specforge-mha fixture against the config-only Llama target, from
+    the core install (torch unimportable), with ``prompts`` as --token-ids (None: the tool's own prompts)."""
+    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
+    if prompts is not None:
+        ids = tmp_path / "ids.json"
+        ids.write_text(json.dumps(prompts))
+        args = ("--token-ids", str(ids), *args)
+    command = ("verify", str(draft), "--target", str(target), "--engine-url", url, *args, "--json", "--no-hash")
+    return run_cli_without_torch(*command)
 
 
 def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:

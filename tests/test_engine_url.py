@@ -36,7 +36,7 @@ from eagle_convert.real_engine.attach import (
     run,
 )
 from eagle_convert.real_engine.base import EngineObservation, acceptance
-from tests.conftest import ROOT, engine_or_skip
+from tests.conftest import ROOT, engine_or_skip, verify_attached
 from tests.local_http import QuietHandler, serve
 
 NEW_TOKENS = 64  # per prompt, over the probe's 8 default engine prompts: about 360 drafts on the SmolLM2 pair
@@ -681,16 +681,8 @@ def test_engine_tokens_reach_every_request_on_sglang(
     fx: Path, sglang: tuple[str, type[_FakeSglang]], tmp_path: Path
 ) -> None:
     """``--engine-tokens`` is what SGLang's /generate is asked for (max_new_tokens), and what the report says."""
-    from tests.conftest import run_cli_without_torch
-
     url, handler = sglang
-    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
-    ids = tmp_path / "ids.json"
-    ids.write_text(json.dumps(SGLANG_PROMPTS))
-    r = run_cli_without_torch(
-        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine-url-token", handler.key,
-        "--token-ids", str(ids), "--engine-tokens", "37", "--json", "--no-hash",
-    )  # fmt: skip
+    r = verify_attached(fx, url, SGLANG_PROMPTS, tmp_path, "--engine-url-token", handler.key, "--engine-tokens", "37")
     assert r.returncode in (0, 1), r.stderr
     assert [b["sampling_params"]["max_new_tokens"] for b in handler.seen] == [37] * len(SGLANG_PROMPTS)
     run_ = json.loads(r.stdout)["engine_run"]
@@ -719,16 +711,8 @@ def test_engine_url_runs_from_the_core_install_without_torch(
     """--engine-url where torch is not installed (the core install): the static rules and the server's measurement
     run, the rules that need tensor values or the reference are skipped naming the install line, and the report
     says why the probe's prediction did not run; torch is never imported (issue 30)."""
-    from tests.conftest import run_cli_without_torch
-
     url, handler = sglang
-    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
-    ids = tmp_path / "ids.json"
-    ids.write_text(json.dumps(SGLANG_PROMPTS))
-    r = run_cli_without_torch(
-        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine-url-token", handler.key,
-        "--token-ids", str(ids), "--json", "--no-hash",
-    )  # fmt: skip
+    r = verify_attached(fx, url, SGLANG_PROMPTS, tmp_path, "--engine-url-token", handler.key)
     assert r.returncode in (0, 1), r.stderr
     report = json.loads(r.stdout)
     run_ = report["engine_run"]

@@ -31,6 +31,7 @@ import pytest
 
 from eagle_convert.errors import AttachError
 from eagle_convert.real_engine.attach import SPEC_STATS, AttachedRun, detect, run
+from tests.conftest import verify_attached
 from tests.local_http import QuietHandler, serve
 
 K = 3  # the fake server's max_draft_len
@@ -203,16 +204,8 @@ def test_verify_engine_url_measures_on_trtllm_serve_from_the_core_install(
 ) -> None:
     """The whole gate against trtllm-serve with a config-only target and torch unimportable: the report's engine run
     is the server's, measured from its iteration statistics."""
-    from tests.conftest import run_cli_without_torch
-
     url, handler = trtllm
-    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
-    ids = tmp_path / "ids.json"
-    ids.write_text(json.dumps(PROMPTS))
-    r = run_cli_without_torch(
-        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine", "trtllm",
-        "--token-ids", str(ids), "--json", "--no-hash",
-    )  # fmt: skip
+    r = verify_attached(fx, url, PROMPTS, tmp_path, "--engine", "trtllm")
     assert r.returncode in (0, 1), r.stderr
     report = json.loads(r.stdout)
     run_ = report["engine_run"]
@@ -226,16 +219,8 @@ def test_engine_tokens_reach_every_request_on_trtllm_serve(
     fx: Path, trtllm: tuple[str, type[_FakeTrtllm]], tmp_path: Path
 ) -> None:
     """``--engine-tokens`` is the ``max_tokens`` trtllm-serve is asked for, request by request (issue 41)."""
-    from tests.conftest import run_cli_without_torch
-
     url, handler = trtllm
-    draft, target = fx / "layouts" / "specforge-mha", fx / "targets" / "target-llama" / "config.json"
-    ids = tmp_path / "ids.json"
-    ids.write_text(json.dumps(PROMPTS))
-    r = run_cli_without_torch(
-        "verify", str(draft), "--target", str(target), "--engine-url", url, "--engine", "trtllm",
-        "--token-ids", str(ids), "--engine-tokens", "21", "--json", "--no-hash",
-    )  # fmt: skip
+    r = verify_attached(fx, url, PROMPTS, tmp_path, "--engine", "trtllm", "--engine-tokens", "21")
     assert r.returncode in (0, 1), r.stderr
     assert [b["max_tokens"] for b in handler.seen] == [21] * len(PROMPTS)
     run_ = json.loads(r.stdout)["engine_run"]
