@@ -6,15 +6,19 @@ config, or ModelOpt's ``hf_quant_config.json`` beside it) is read through a tran
 
 - ``fp8``: block FP8 (DeepSeek-V3/R1, Kimi K2, Qwen3-FP8, GLM and MiniMax FP8): ``W`` float8_e4m3fn next to
   ``W_scale_inv`` float32 ``[ceil(out / bo), ceil(in / bi)]`` for ``weight_block_size`` ``[bo, bi]``; the weight is
-  ``W[i, j] * scale_inv[i // bo, j // bi]``. transformers' own op derives the block from the scale grid, which is
-  wrong where a dimension is not a multiple of the block (DeepSeek-V3's ``kv_a_proj_with_mqa``: 576 rows, 5 scale
-  rows): such a weight is dequantized here with the declared block (:func:`_fp8_blocks`).
+  ``W[i, j] * scale_inv[i // bo, j // bi]``, computed here (:func:`_fp8_scaled`) with the declared block:
+  transformers' own op derives the block from the scale grid, which is wrong where a dimension is not a multiple of
+  the block (DeepSeek-V3's ``kv_a_proj_with_mqa``: 576 rows, 5 scale rows). transformers' own save of a MoE
+  quantized with ``FineGrainedFP8Config`` keeps the experts' scales fused (``experts.gate_up_proj_scale_inv``): each
+  expert's share is read as its own scale (reference/quant_tensors.py).
 - ``mxfp4``: gpt-oss experts, ``*_blocks`` uint8 (two E2M1 codes a byte) and ``*_scales`` uint8 (E8M0): transformers'
   own dequantization.
 - ``compressed-tensors``: INT4 pack-quantized (Kimi K2 Thinking), FP8, NVFP4 and the other schemes the
   ``compressed-tensors`` package decompresses; needs that package. The package computes a weight in its scales'
   dtype (Kimi's bfloat16 scales: every expert weight rounded to bfloat16), so the scales are widened to float32
-  first and the result cast to the compute dtype. Its NVFP4 (``weight_packed`` uint8, ``weight_scale``
+  first and the result cast to the compute dtype. FP8 experts (llmcompressor's ``FP8_BLOCK`` MoE: one weight and one
+  block grid an expert) are scaled here over their grid (transformers multiplies the two as they are: a block grid
+  fails). Its NVFP4 (``weight_packed`` uint8, ``weight_scale``
   float8_e4m3fn per 16 inputs, ``weight_global_scale``: the weight is ``e2m1 * scale / global``) is dequantized
   here (:func:`_nvfp4`): the package rounds it to bfloat16, and transformers' expert path drops the global scale
   (experts' weights come out ``global`` times too large).
@@ -24,7 +28,9 @@ config, or ModelOpt's ``hf_quant_config.json`` beside it) is read through a tran
   quant methods, and its ``nvfp4`` quantizer refuses pre-quantized weights), so the quantizer here is this module's
   own (:func:`_modelopt`), through the same loading step.
 
-Any other format, and a ModelOpt algorithm other than those, is refused with its name before anything is read.
+Each equals the exact dequantization of the stored bytes (docs/formats.md section 8). Any other format, and a ModelOpt
+algorithm other than those, is refused with its name before anything is read, and so is a target whose headers lack a
+scale its format needs, or hold one of the wrong shape (:func:`readable`, reference/quant_tensors.py).
 """
 
 from __future__ import annotations
