@@ -18,7 +18,7 @@ The layouts, per ``quant_method`` (reference/formats.py dequantizes them):
   left unquantized (not FP8): such a weight is read as stored, its scale ignored.
 - ``compressed-tensors``: an FP8 ``M.weight`` with ``M.weight_scale`` (per tensor, per output channel, per group or
   per block, as a config group declares); a packed ``M.weight_packed`` with ``M.weight_scale``, and
-  ``M.weight_global_scale`` (NVFP4) or ``M.weight_shape`` (INT pack-quantized).
+  ``M.weight_global_scale`` (format ``nvfp4-pack-quantized``) or ``M.weight_shape`` (``pack-quantized``, INT).
 - ``modelopt``: a uint8 (NVFP4) ``M.weight`` with ``M.weight_scale`` and ``M.weight_scale_2``; an FP8 one with
   ``M.weight_scale`` (one, or one per output row).
 - ``mxfp4``: ``X_blocks`` with ``X_scales`` ``blocks.shape[:-1]``.
@@ -129,8 +129,10 @@ def expert_scales(quant: Mapping[str, Any] | None, tensors: Mapping[str, TensorI
     block = block_of(quant)
     out: dict[str, ExpertScale] = {}
     for name, info in tensors.items():
+        if info.dtype not in FP8 or _own_scale(tensors, name) is not None:
+            continue
         found = _EXPERT.match(name)
-        if info.dtype not in FP8 or found is None or _own_scale(tensors, name) is not None:
+        if found is None:
             continue
         share = _fused_share(tensors, found, block)
         if share is not None:
@@ -177,8 +179,9 @@ def _check_compressed_tensors(quant: Mapping[str, Any], tensors: Mapping[str, Te
         elif name.endswith(".weight_packed"):
             stem = name.removesuffix("weight_packed")
             scale = _needs(tensors, name, stem + "weight_scale", directory, "compressed-tensors")
-            nvfp4 = info.dtype == "U8" or "nvfp4" in fmt
-            _needs(tensors, name, stem + ("weight_global_scale" if nvfp4 else "weight_shape"), directory, fmt)
+            companion = {"nvfp4-pack-quantized": "weight_global_scale", "pack-quantized": "weight_shape"}.get(fmt)
+            if companion is not None:  # (a mixed-precision config names each group's format: its scale suffices)
+                _needs(tensors, name, stem + companion, directory, f"compressed-tensors {fmt}")
             if scale.shape[:-1] != info.shape[:-1]:
                 raise _misfit(scale, info, [*info.shape[:-1], "groups"], directory)
 
