@@ -350,6 +350,12 @@ def _ct_compress(weight: torch.Tensor, scheme: Any, fmt: str) -> dict[str, torch
     if args.strategy in ("group", "tensor_group"):
         groups = weight.unflatten(-1, (-1, args.group_size))
         low, high = groups.amin(-1), groups.amax(-1)
+    elif args.strategy == "block":  # one scale a [bo, bi] block, the ragged edge padded with zeros (as the package)
+        from compressed_tensors.quantization.utils import maybe_pad_tensor_for_block_quant
+
+        (bo, bi), padded = args.block_structure, maybe_pad_tensor_for_block_quant(weight, args.block_structure)
+        blocks = padded.unflatten(0, (-1, bo)).unflatten(-1, (-1, bi))  # [rows / bo, bo, cols / bi, bi]
+        low, high = blocks.amin((1, 3)), blocks.amax((1, 3))
     else:  # channel
         low, high = weight.amin(-1, keepdim=True), weight.amax(-1, keepdim=True)
     state = {"weight": weight}

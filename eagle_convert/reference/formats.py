@@ -6,15 +6,19 @@ config, or ModelOpt's ``hf_quant_config.json`` beside it) is read through a tran
 
 - ``fp8``: block FP8 (DeepSeek-V3/R1, Kimi K2, Qwen3-FP8, GLM and MiniMax FP8): ``W`` float8_e4m3fn next to
   ``W_scale_inv`` float32 ``[ceil(out / bo), ceil(in / bi)]`` for ``weight_block_size`` ``[bo, bi]``; the weight is
-  ``W[i, j] * scale_inv[i // bo, j // bi]``. transformers' own op derives the block from the scale grid, which is
-  wrong where a dimension is not a multiple of the block (DeepSeek-V3's ``kv_a_proj_with_mqa``: 576 rows, 5 scale
-  rows): such a weight is dequantized here with the declared block (:func:`_fp8_blocks`).
+  ``W[i, j] * scale_inv[i // bo, j // bi]``, computed here (:func:`_fp8_scaled`) with the declared block:
+  transformers' own op derives the block from the scale grid, which is wrong where a dimension is not a multiple of
+  the block (DeepSeek-V3's ``kv_a_proj_with_mqa``: 576 rows, 5 scale rows). transformers' own save of a MoE
+  quantized with ``FineGrainedFP8Config`` keeps the experts' scales fused (``experts.gate_up_proj_scale_inv``): each
+  expert's share is read as its own scale (reference/quant_tensors.py).
 - ``mxfp4``: gpt-oss experts, ``*_blocks`` uint8 (two E2M1 codes a byte) and ``*_scales`` uint8 (E8M0): transformers'
   own dequantization.
 - ``compressed-tensors``: INT4 pack-quantized (Kimi K2 Thinking), FP8, NVFP4 and the other schemes the
   ``compressed-tensors`` package decompresses; needs that package. The package computes a weight in its scales'
   dtype (Kimi's bfloat16 scales: every expert weight rounded to bfloat16), so the scales are widened to float32
-  first and the result cast to the compute dtype. Its NVFP4 (``weight_packed`` uint8, ``weight_scale``
+  first and the result cast to the compute dtype. FP8 experts (llmcompressor's ``FP8_BLOCK`` MoE: one weight and one
+  block grid an expert) are scaled here over their grid (transformers multiplies the two as they are: a block grid
+  fails). Its NVFP4 (``weight_packed`` uint8, ``weight_scale``
   float8_e4m3fn per 16 inputs, ``weight_global_scale``: the weight is ``e2m1 * scale / global``) is dequantized
   here (:func:`_nvfp4`): the package rounds it to bfloat16, and transformers' expert path drops the global scale
   (experts' weights come out ``global`` times too large).
@@ -24,12 +28,13 @@ config, or ModelOpt's ``hf_quant_config.json`` beside it) is read through a tran
   quant methods, and its ``nvfp4`` quantizer refuses pre-quantized weights), so the quantizer here is this module's
   own (:func:`_modelopt`), through the same loading step.
 
-Any other format, and a ModelOpt algorithm other than those, is refused with its name before anything is read.
+Each equals the exact dequantization of the stored bytes (docs/formats.md section 8). Any other format, and a ModelOpt
+algorithm other than those, is refused with its name before anything is read, and so is a target whose headers lack a
+scale its format needs, or hold one of the wrong shape (:func:`readable`, reference/quant_tensors.py).
 """
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +43,8 @@ import torch
 
 from eagle_convert.errors import ConfigError
 from eagle_convert.read.jsonstrict import load_json_object
+from eagle_convert.reference import quant_tensors
+from eagle_convert.reference.weights import SafetensorsWeights
 
 # quant_method -> what the format is, for messages
 FORMATS = {
@@ -65,10 +72,13 @@ def method_of(quant: Any) -> str | None:
 
 
 def declared(config: Any, directory: Path) -> Any | None:
-    """The target's quantization config: its config's ``quantization_config``, else ModelOpt's
+    """The target's quantization config: its config's ``quantization_config`` (``config``: transformers' config, or
+    config.json as read), else ModelOpt's
     ``hf_quant_config.json`` (some ModelOpt exports declare their format only there) as a ``modelopt`` config;
     None for unquantized weights."""
-    quant = getattr(config, "quantization_config", None)
+    quant = (
+        config.get("quantization_config") if isinstance(config, dict) else getattr(config, "quantization_config", None)
+    )
     if quant is not None:
         return quant
     path = directory / "hf_quant_config.json"
@@ -84,31 +94,12 @@ def declared(config: Any, directory: Path) -> Any | None:
 def quantizer(config: Any, quant: Any, directory: Path, device: torch.device, dtype: torch.dtype) -> Any:
     """A transformers quantizer for the target's format, set to dequantize to ``dtype`` as it loads; ConfigError
     (before anything is read) for a format it cannot dequantize here, naming it."""
-    method = method_of(quant)
     where = directory / "config.json"
-    if method is None:
-        raise ConfigError(
-            "the target's config declares quantized weights (quantization_config) but no quant_method",
-            path=where,
-            hint=_HINT,
-        )
-    if method not in FORMATS:
-        raise ConfigError(
-            f"the target's weights are quantized as {method!r}, a format the reference does not read",
-            path=where,
-            hint=_HINT,
-        )
+    method = checked_method(quant, where)
     if method == "modelopt":
         return _modelopt(quant, where)
     from transformers.quantizers.auto import AutoHfQuantizer
-    from transformers.utils.import_utils import is_compressed_tensors_available
 
-    if method == "compressed-tensors" and not is_compressed_tensors_available():
-        raise ConfigError(
-            "the target's weights are compressed-tensors, which needs the compressed-tensors package",
-            path=where,
-            hint="pip install compressed-tensors (or eagle-convert[reference]), then run again",
-        )
     if isinstance(quant, dict):
         quant = {**quant, "dequantize": True}
     try:
@@ -131,8 +122,68 @@ def quantizer(config: Any, quant: Any, directory: Path, device: torch.device, dt
     return q
 
 
+def checked_method(quant: Any, where: Path) -> str:
+    """The ``quant_method`` of a format the reference reads here; ConfigError naming it otherwise (no
+    ``quant_method``, another method, a ModelOpt algorithm it does not read, compressed-tensors without its package)."""
+    method = method_of(quant)
+    if method is None:
+        raise ConfigError(
+            "the target's config declares quantized weights (quantization_config) but no quant_method",
+            path=where,
+            hint=_HINT,
+        )
+    if method not in FORMATS:
+        raise ConfigError(
+            f"the target's weights are quantized as {method!r}, a format the reference does not read",
+            path=where,
+            hint=_HINT,
+        )
+    if method == "modelopt":
+        _modelopt_algos(quant, where)
+    if method == "compressed-tensors":
+        from transformers.utils.import_utils import is_compressed_tensors_available
+
+        if not is_compressed_tensors_available():
+            raise ConfigError(
+                "the target's weights are compressed-tensors, which needs the compressed-tensors package",
+                path=where,
+                hint="pip install compressed-tensors (or eagle-convert[reference]), then run again",
+            )
+    return method
+
+
+def readable(weights: SafetensorsWeights, quant: Any, directory: Path) -> SafetensorsWeights:
+    """``weights`` checked from their headers against the declared format (``quant``; None: unquantized) before any
+    tensor is read: ConfigError for a format not read here, InputError naming the shard and tensor for a scale that
+    is missing or does not fit (reference/quant_tensors.py); with each expert's share of a fused expert scale named
+    as its own (:func:`quant_tensors.expert_scales`)."""
+    raw = _as_dict(quant)
+    if raw is not None:
+        checked_method(quant, directory / "config.json")
+    quant_tensors.check(raw, weights.tensors(), directory)
+    shares = quant_tensors.expert_scales(raw, weights.tensors())
+    return weights.with_expert_scales(shares) if shares else weights
+
+
+def _as_dict(quant: Any) -> dict[str, Any] | None:
+    """A quantization config as a dict (transformers' config objects by ``to_dict``); None for None."""
+    if quant is None or isinstance(quant, dict):
+        return quant
+    to_dict = getattr(quant, "to_dict", None)
+    value = to_dict() if callable(to_dict) else dict(getattr(quant, "__dict__", {}))
+    value.setdefault("quant_method", method_of(quant))
+    return dict(value)
+
+
 def _modelopt(quant: Any, where: Path) -> Any:
     """The quantizer for a ModelOpt checkpoint whose algorithm is in :data:`MODELOPT_ALGOS`."""
+    raw = _modelopt_algos(quant, where)
+    group = raw.get("group_size", 16)
+    return _classes()["modelopt"](raw, int(group) if isinstance(group, int) and group > 0 else 16)
+
+
+def _modelopt_algos(quant: Any, where: Path) -> dict[str, Any]:
+    """A ModelOpt config as a dict; ConfigError naming any algorithm not in :data:`MODELOPT_ALGOS`."""
     raw = quant if isinstance(quant, dict) else dict(getattr(quant, "__dict__", {}))
     algo = raw.get("quant_algo")
     algos = {algo}
@@ -150,15 +201,28 @@ def _modelopt(quant: Any, where: Path) -> Any:
             path=where,
             hint=_HINT,
         )
-    group = raw.get("group_size", 16)
-    return _classes()["modelopt"](raw, int(group) if isinstance(group, int) and group > 0 else 16)
+    return raw
 
 
-def _fp8_blocks(weight: torch.Tensor, scale: torch.Tensor, block: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    """``weight`` ``[..., out, in]`` (FP8) times its per-block ``scale`` ``[..., ceil(out / bo), ceil(in / bi)]``."""
-    rows, cols = weight.shape[-2:]
+def _fp8_scaled(
+    weight: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """``weight`` ``[..., out, in]`` (FP8) times its ``scale``: one for the tensor, or a grid ``[..., R, C]`` whose
+    cells cover the declared ``block`` where the grid is that block's (the last block ragged), else ``out / R`` x
+    ``in / C`` (per channel, per group, one a row); ValueError for a grid that fits neither."""
     s = (scale.to(torch.float32) - 127.0).exp2() if scale.dtype == torch.uint8 else scale.to(torch.float32)
-    s = s.repeat_interleave(block[0], -2)[..., :rows, :].repeat_interleave(block[1], -1)[..., :cols]
+    if s.numel() == 1:
+        return (weight.to(torch.float32) * s.reshape(())).to(dtype)
+    s = s if s.dim() >= 2 else s.unsqueeze(-1)  # [out] -> [out, 1]: one a row
+    rows, cols = weight.shape[-2:]
+    bo = quant_tensors.grid_extent(rows, s.shape[-2], block[0] if block else None)
+    bi = quant_tensors.grid_extent(cols, s.shape[-1], block[1] if block else None)
+    if bo is None or bi is None:
+        raise ValueError(
+            f"FP8 weight {list(weight.shape)} does not fit its scale {list(scale.shape)}"
+            + (f" for blocks of {list(block)}" if block else "")
+        )
+    s = s.repeat_interleave(bo, -2)[..., :rows, :].repeat_interleave(bi, -1)[..., :cols]
     return (weight.to(torch.float32) * s).to(dtype)
 
 
@@ -200,6 +264,7 @@ def _classes() -> dict[str, type]:
     """The quantizer classes (built on first use: transformers is imported only when a target is read)."""
     from transformers.core_model_loading import ConversionOps, _IdentityOp
     from transformers.integrations.compressed_tensors import CompressedTensorsDequantize as CTDequantize
+    from transformers.integrations.compressed_tensors import get_experts_scheme
     from transformers.integrations.finegrained_fp8 import Fp8Dequantize
     from transformers.quantizers.base import HfQuantizer
     from transformers.quantizers.quantizer_compressed_tensors import CompressedTensorsHfQuantizer
@@ -209,18 +274,37 @@ def _classes() -> dict[str, type]:
 
     class BlockFp8Dequantize(Fp8Dequantize):
         """transformers' FP8 dequantization, with the declared ``weight_block_size`` where a dimension of the weight
-        is not a multiple of it (transformers' op would derive a wrong block from the scale grid, or fail)."""
+        is not a multiple of it (transformers' op would derive a wrong block from the scale grid, or fail); a weight
+        stored unquantized beside a scale is read as stored (transformers 5.24's own save writes a scale of
+        uninitialized memory beside each weight it left unquantized), and in the parameter's dtype whatever the
+        path (transformers passes an expert weight stored without a scale through as stored); an FP8 weight without
+        its scale is refused,
+        never read unscaled (quant_tensors.check refuses it before any read; this is the load's own guard)."""
+
+        def convert(  # type: ignore[override]  # transformers' own op is called so, by keyword
+            self,
+            input_dict: dict[str, Any],
+            full_layer_name: str | None = None,
+            model: torch.nn.Module | None = None,
+            **kwargs: Any,
+        ) -> dict[str, Any]:
+            for key, value in input_dict.items():
+                scaled = "weight_scale_inv" in input_dict if key == "weight" else f"{key}_scale_inv" in input_dict
+                if "scale" not in key and not scaled and any(t.dtype in _FP8 for t in _listed(value)):
+                    raise ValueError(f"an FP8 weight ({full_layer_name or key}) has no weight_scale_inv beside it")
+            result = super().convert(input_dict, full_layer_name=full_layer_name, model=model, **kwargs)
+            dtype = self._get_target_dtype(model, full_layer_name)  # weights stored unquantized
+            return {k: _cast(v, dtype) for k, v in result.items()} if dtype is not None else dict(result)
 
         def _dequantize_one(
             self, quantized: torch.Tensor, scales: torch.Tensor, output_dtype: torch.dtype | None = None
         ) -> torch.Tensor:
-            block = getattr(self.hf_quantizer.quantization_config, "weight_block_size", None)
-            if block is not None and quantized.dtype in _FP8 and quantized.dim() >= 2 and scales.dim() >= 2:
-                rows, cols = quantized.shape[-2:]
-                bo, bi = int(block[0]), int(block[1])
-                grid = (math.ceil(rows / bo), math.ceil(cols / bi))
-                if (rows % bo or cols % bi) and tuple(scales.shape[-2:]) == grid:
-                    return _fp8_blocks(quantized, scales, (bo, bi), output_dtype or torch.bfloat16)
+            if quantized.is_floating_point() and quantized.dtype not in _FP8:  # left unquantized: its scale unused
+                return quantized.to(output_dtype or quantized.dtype)
+            if quantized.dtype in _FP8:
+                block = getattr(self.hf_quantizer.quantization_config, "weight_block_size", None)
+                pair = (int(block[0]), int(block[1])) if block is not None else None
+                return _fp8_scaled(quantized, scales, pair, output_dtype or torch.bfloat16)
             return super()._dequantize_one(quantized, scales, output_dtype)
 
     class BlockFp8Quantizer(FineGrainedFP8HfQuantizer):
@@ -261,9 +345,40 @@ def _classes() -> dict[str, type]:
                         return {full_layer_name or "weight": done[0]}
                     out[key] = done
                 return out
+            if not ("weight" in input_dict or "weight_scale" in input_dict):  # experts (the per-module converter's
+                fp8 = self._fp8_experts(input_dict, dtype)  # keys are the serialized names of one module)
+                if fp8 is not None:
+                    return fp8
             wide = {k: _widened(v) if k.endswith("weight_scale") else v for k, v in input_dict.items()}
             result = super().convert(wide, source_patterns, target_patterns, full_layer_name, **kwargs)
             return {k: _cast(v, dtype) for k, v in result.items()}
+
+        def _fp8_experts(self, input_dict: dict[str, Any], dtype: torch.dtype) -> dict[str, Any] | None:
+            """FP8 experts, each weight times its scale in float32 (transformers' op multiplies the two as they
+            are, which fits a per-channel scale and no block grid: llmcompressor's FP8 block experts failed with a
+            size mismatch); None when the experts' scheme is not FP8."""
+            config = self.hf_quantizer.compressor.quantization_config
+            scheme = self.scheme or get_experts_scheme(config)  # type: ignore[no-untyped-call]
+            args = scheme.weights
+            if args is None or args.type != "float" or args.num_bits != 8:
+                return None
+            block = tuple(args.block_structure) if args.strategy == "block" and args.block_structure else None
+            out: dict[str, Any] = {}
+            for key, value in input_dict.items():
+                if key.endswith("weight_scale"):
+                    continue
+                weights = _listed(value)
+                if key + "_scale" not in input_dict:
+                    if any(w.dtype in _FP8 for w in weights):
+                        raise ValueError(f"an FP8 expert weight ({key}) has no weight_scale beside it")
+                    out[key] = value
+                    continue
+                scales = _listed(input_dict[key + "_scale"])
+                if len(weights) != len(scales):
+                    raise ValueError(f"{key}: {len(weights)} weights, {len(scales)} scales")
+                pair = (int(block[0]), int(block[1])) if block is not None else None
+                out[key] = torch.stack([_fp8_scaled(w, s, pair, dtype) for w, s in zip(weights, scales, strict=True)])
+            return out
 
     class CompressedTensorsQuantizer(CompressedTensorsHfQuantizer):
         def get_load_operations(self) -> dict[str, type]:

@@ -162,6 +162,7 @@ class StreamedModel:
         cls = model_class(self.config)
         quant = formats.declared(self.config, directory)
         self.quantizer = None if quant is None else formats.quantizer(self.config, quant, directory, self.device, dtype)
+        self.weights = formats.readable(self.weights, quant, directory)  # every scale it needs, from the headers
         with _meta_parameters():
             model = cls._from_config(self.config, dtype=dtype)
         if self.quantizer is not None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import open_weights
+from eagle_convert.read.safetensors_header import TensorInfo
 from eagle_convert.reference import fp8
+from eagle_convert.reference.quant_tensors import ExpertScale
 from eagle_convert.reference.stream import MappedShards
 
 WEIGHTS_HINT = "the target's config.json and weights disagree; point at the checkpoint the config belongs to"
@@ -29,14 +32,27 @@ class SafetensorsWeights:
         self.fp8_block = fp8_block
         self._tensors = open_weights(self.directory)
         self._shards = MappedShards(self.directory)
+        self._shares: dict[str, ExpertScale] = {}  # an expert's own scale, read from a fused one (quant_tensors.py)
 
     def names(self) -> list[str]:
-        return sorted(self._tensors)
+        return sorted([*self._tensors, *self._shares])
+
+    def tensors(self) -> Mapping[str, TensorInfo]:
+        """Every stored tensor's header entry (nothing read)."""
+        return self._tensors
+
+    def with_expert_scales(self, shares: Mapping[str, ExpertScale]) -> SafetensorsWeights:
+        """These weights, with each expert's share of a fused expert scale readable under its own name (the same
+        mapped shards, nothing read)."""
+        view = copy.copy(self)
+        view._shares = {**self._shares, **shares}
+        return view
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of ``name`` from its shard's header (no values read); None when it is not stored."""
         info = self._tensors.get(name)
-        return info.shape if info is not None else None
+        share = self._shares.get(name)
+        return info.shape if info is not None else share.shape if share is not None else None
 
     def nbytes(self, name: str) -> int:
         """Bytes of ``name`` as stored (0 when it is not stored)."""
@@ -47,17 +63,31 @@ class SafetensorsWeights:
         """The tensors whose names start with ``prefix``, named without it (the same mapped shards, nothing read)."""
         view = copy.copy(self)
         view._tensors = {k[len(prefix) :]: info for k, info in self._tensors.items() if k.startswith(prefix)}
+        view._shares = {
+            k[len(prefix) :]: ExpertScale(s.source[len(prefix) :], s.expert, s.rows, s.shape)
+            for k, s in self._shares.items()
+            if k.startswith(prefix) and s.source.startswith(prefix)
+        }
         return view
 
     def values(self, name: str) -> int:
         """The values ``name`` holds once unpacked (headers only): packed 4-bit formats keep several a stored
         element (:data:`PACKED`)."""
-        info = self._tensors[name]
+        info = self._tensors.get(name)
+        if info is None:
+            return math.prod(self._shares[name].shape)
         return math.prod(info.shape) * PACKED.get(info.dtype, 1)
 
     def read(self, name: str) -> torch.Tensor:
-        """``name`` as stored, zero-copy."""
+        """``name`` as stored, zero-copy (an expert's share of a fused scale: its rows of the fused tensor)."""
         info = self._tensors.get(name)
+        share = self._shares.get(name)
+        if info is None and share is not None:
+            fused = self.read(share.source)[share.expert]  # [rows, cols] of the fused [E, rows, cols]
+            first, last = share.rows[0], share.rows[-1]
+            if share.rows == tuple(range(first, last + 1)):
+                return fused[first : last + 1]
+            return fused[list(share.rows)]  # one scale row a weight row (blocks straddling two projections)
         if info is None:
             raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=WEIGHTS_HINT)
         return self._shards.map(info)

@@ -315,6 +315,15 @@ class Session:
         weights = self.target_weights
         if checked.server is not None and probed is not None and weights is None:
             probed, self.no_probe = None, "the target's weights are not here (config only)"
+        if probed is not None and weights is not None:
+            from eagle_convert.reference.formats import declared, readable
+
+            try:  # the target is the user's input: a format or scale the reference cannot read is exit 2, up front
+                readable(weights, declared(probed.raw, weights.directory), weights.directory)
+            except EagleConvertError as exc:
+                if checked.server is None:
+                    raise
+                probed, self.no_probe = None, f"the reference cannot read the target: {exc.message}"
         run = reference_run_of(self.spec, self.ckpt, probed, weights, checked.token_ids, probe.positions, probe.steps)
         try:
             self.compute = compute.resolve(asked.device, asked.dtype, run)
