@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
-from eagle_convert.releases import sglang, trtllm, vllm
+from eagle_convert.releases import sglang, tokenspeed, trtllm, vllm
 from eagle_convert.releases.model import (
     Behaviour,
     Capture,
@@ -52,7 +52,9 @@ __all__ = [
     "resolve_engines",
 ]
 
-RELEASES: Mapping[str, Release] = {r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES)}
+RELEASES: Mapping[str, Release] = {
+    r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES, *tokenspeed.RELEASES)
+}
 # the engines of the default selections (deployed, both); every modelled engine resolves by its name (trtllm too)
 ENGINES = ("vllm", "sglang")
 
@@ -72,8 +74,8 @@ def deployed() -> list[Release]:
 
 
 def resolve_engines(spec: str) -> list[Release]:
-    """'sglang', 'vllm', 'trtllm' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest of each),
-    'deployed' (every release users still deploy: the default)."""
+    """'sglang', 'vllm', 'trtllm', 'tokenspeed' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest
+    of each), 'deployed' (every release users still deploy: the default)."""
     out: list[Release] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
@@ -91,7 +93,7 @@ def resolve_engines(spec: str) -> list[Release]:
         else:
             raise UsageError(
                 f"unknown engine {item!r}",
-                hint="choose sglang, vllm, trtllm, both, deployed, all or one of "
+                hint="choose sglang, vllm, trtllm, tokenspeed, both, deployed, all or one of "
                 + ", ".join(RELEASES)
                 + " (`eagle-convert engines` lists them)",
             )
@@ -111,7 +113,7 @@ def engine_level_engine(releases: Iterable[Release]) -> str:
 def launch_command(engine: str, target: str, draft: str, steps: int = 3) -> str:
     """The shell command that serves ``target`` with the EAGLE3 ``draft`` in ``engine``, ``steps`` draft tokens a
     cycle (the model card's launch section)."""
-    template = {"sglang": sglang.LAUNCH, "vllm": vllm.LAUNCH}[engine]
+    template = {"sglang": sglang.LAUNCH, "vllm": vllm.LAUNCH, "tokenspeed": tokenspeed.LAUNCH}[engine]
     return template.format(target=target, draft=draft, steps=steps, tokens=steps + 1)
 
 
@@ -161,6 +163,9 @@ def _capture_reading(
         return "no aux capture (eagle_config.use_aux_hidden_state: false)", [], None, [], None
     if aux_capture is None:
         return "depends on the runner (target unknown)", None, None, [], None
+    if support.eagle3 is False and support.fed is not None:  # no capture, and start-up goes on
+        problem = f"the target class captures nothing ({support.why}): {support.fed}"
+        return f"no aux capture (target class {support.architecture})", None, None, [problem], None
     if support.eagle3 is False:
         refusal = f"the target class cannot capture EAGLE3 aux states: {support.why}"
         return f"no EAGLE3 capture (target class {support.architecture})", None, None, [refusal], refusal
@@ -183,6 +188,22 @@ def _capture_reading(
             )
         else:
             problems.append(f"hs{past} is never reached: capture is short")
+    if capture.final_index is not None and ids is not None and n is not None:
+        lost = [v for v in ids if not (0 <= v + 1 < n or v == n)]
+        if lost:
+            problems.append(
+                f"id(s) {lost} are never reached: the capture index is id + 1, checked before each of the {n} "
+                f"layers and once more as {n + 1} for hs[{n}] ({capture.final_index}); capture is short"
+            )
+    if capture.strict_ids is not None and ids is not None:
+        bad = ids != sorted(set(ids)) or any(not 1 <= v <= (n if n is not None else v) for v in ids)
+        if bad:
+            refusal = (
+                f"ids {ids} must be sorted, unique and within 1..N"
+                + (f" (N = {n})" if n is not None else "")
+                + f": start-up fails with ValueError ({capture.strict_ids})"
+            )
+            return capture.rule, picked, reachable, [*problems, refusal], refusal
     if (
         capture.exact_count
         and ids is not None
@@ -215,6 +236,9 @@ def engine_view(
     rel = _release(release)
     cls, routed = rel.draft_class(raw_config)
     where, ids, ids_cite = rel.read_ids(raw_config, target_model_type)
+    given = _setting(deployment, rel.ids_setting[0], list) if rel.ids_setting is not None else None
+    if rel.ids_setting is not None and given is not None:  # the server argument wins over the draft's ids
+        where, ids, ids_cite = "deployment", list(given), rel.ids_setting[1]
     support = target_support(rel.target_classes, target_architecture, target_model_type)
     support, platform_caveat = on_platform(rel.target_classes, support, _setting(deployment, "platform", str))
     aux_capture, aux_cite = rel.aux_capture(raw_config, target_model_type) if rel.aux_capture else (True, None)
@@ -240,6 +264,12 @@ def engine_view(
         rule, picked, reachable, problems, refusal = _capture_reading(
             rel, support, aux_capture, ids, target_model_type, target_num_layers, citations
         )
+    if rel.ids_setting is not None:
+        setting, impossible = _ids_setting_advice(
+            rel, raw_config, picked, trained_states, target_model_type, target_num_layers, target_architecture
+        )
+        if support.fed is not None and trained_states:
+            impossible = f"the target class captures nothing: no {rel.ids_setting[0]} feeds it an aux state"
     if pp_refusal is not None:
         problems.append(pp_refusal)
         refusal = refusal or pp_refusal
@@ -260,6 +290,11 @@ def engine_view(
         k, k_from = k_deployed
     if cls is None:
         problems.append(f"no EAGLE3 draft class: {routed}")
+    elif cls.one_layer is not None and _draft_layers(rel.engine, raw_config) != 1:
+        problems.append(
+            f"{cls.name} builds exactly one draft layer: num_hidden_layers {_draft_layers(rel.engine, raw_config)} "
+            f"fails the load with ValueError ({cls.one_layer})"
+        )
     nbf = cls.norm_before_fc(raw_config) if cls else None
     return EngineView(
         release=rel.name,
@@ -379,6 +414,46 @@ def _capture_setting(
     if n is not None and n > dc.min_layers and default_hidden_states(n) == states:
         return None, None
     return {dc.key: [s - dc.shift for s in states]}, None
+
+
+def _ids_setting_advice(
+    rel: Release,
+    raw: Mapping[str, Any],
+    picked: list[int] | None,
+    trained: Sequence[int] | None,
+    model_type: str | None,
+    n: int | None,
+    architecture: str | None,
+) -> tuple[dict[str, list[int]] | None, str | None]:
+    """(the value of ``rel``'s ids setting that makes it feed exactly ``trained``; why none can). Both None when it
+    already feeds them, when the trained states are unknown, or when what it feeds is unknown. Each candidate is
+    checked with :func:`engine_view` itself, in the two conventions the target classes read ids in."""
+    if rel.ids_setting is None or not trained or picked is None:
+        return None, None
+    key, states = rel.ids_setting[0], list(trained)
+    if picked == states:
+        return None, None
+    if states != sorted(set(states)):
+        return None, f"the draft was trained on hs{states} in that order; {rel.name} captures in ascending layer order"
+
+    def fed(ids: list[int]) -> list[int] | None:
+        view = engine_view(
+            rel, raw, target_model_type=model_type, target_num_layers=n, target_architecture=architecture,
+            deployment={key: ids},
+        )  # fmt: skip
+        ok = view.target_refusal is None and not _capture_problems(view)
+        return view.hidden_state_indices if ok else None
+
+    # each state's id in either convention the target classes read (output-of first), then the whole set checked
+    ids = [next((i for i in (id_of(j, "output-of"), id_of(j, "input-to")) if i >= 0 and fed([i]) == [j]), -1)
+           for j in states]  # fmt: skip
+    if -1 not in ids and fed(ids) == states:
+        return {key: ids}, None
+    return None, f"no {key} makes {rel.name} feed hs{states} on this target"
+
+
+def _capture_problems(view: EngineView) -> list[str]:
+    return [p for p in view.problems if "never reached" in p or "captures nothing" in p or "capture is short" in p]
 
 
 def _draft_layers(engine: str, raw: Mapping[str, Any]) -> int:

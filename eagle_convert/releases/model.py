@@ -46,6 +46,10 @@ class Capture:
     defaults_shift: int = 0  # added to [2, N//2, N-3] (SGLang minimax_m3_vl)
     exact_count: bool = False  # the capture list must be filled exactly (SGLang DeepSeek packer)
     past_end_raises: Cite | None = None  # a state past the last layer indexes the layer list: IndexError at start-up
+    # ids are capture indices after +1 and the loop's final check is index N + 1: id N selects hs[N] and id N - 1
+    # (index N) is never reached (TokenSpeed's BaseTransformerModel); the cite is that check
+    final_index: Cite | None = None
+    strict_ids: Cite | None = None  # ids must be sorted, unique and in 1..N, else start-up fails (ValueError)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class TargetClasses:
     registered: int  # target architectures the release registers
     # architectures whose capture depends on the platform (the verdicts above are the default platform's, CUDA)
     platforms: Mapping[str, PlatformClass] = field(default_factory=dict)
+    # a registered class without capture does not fail start-up: what the draft is fed instead, with the cited lines
+    # (None: start-up fails, ``refusal``)
+    without_feeds: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,7 @@ class TargetSupport:
     eagle3: bool | None
     why: str  # with the cited lines
     cite: Cite | None = None  # where the class gets the capture (None when it has none or is unknown)
+    fed: str | None = None  # a class without capture that starts anyway: what the draft is fed (None: start-up fails)
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,7 @@ def target_support(classes: TargetClasses | None, architecture: str | None, mode
     if not verdicts or len({v.eagle3 for v in verdicts}) != 1:
         return TargetSupport(None, None, f"target class unknown (model_type {model_type!r})")
     first = verdicts[0]
-    return TargetSupport("/".join(names), first.eagle3, f"model_type {model_type}: {first.why}", first.cite)
+    return TargetSupport("/".join(names), first.eagle3, f"model_type {model_type}: {first.why}", first.cite, first.fed)
 
 
 def _verdict(classes: TargetClasses, arch: str) -> TargetSupport:
@@ -198,10 +206,14 @@ def _verdict(classes: TargetClasses, arch: str) -> TargetSupport:
         )
         return TargetSupport(arch, False, why)
     if arch in classes.without:
+        if classes.without_feeds is not None:
+            return TargetSupport(arch, False, f"{arch} captures no aux states", fed=classes.without_feeds)
         return TargetSupport(arch, False, f"{arch} has no EAGLE3 capture; start-up fails ({classes.refusal})")
     if classes.fallback_eagle3:
         why = f"{arch} is not registered: {classes.fallback} serves it and captures ({classes.fallback_cite})"
         return TargetSupport(arch, True, why, classes.fallback_cite)
+    if classes.without_feeds is not None:  # a release with no fallback class: the target itself is refused
+        return TargetSupport(arch, False, f"{arch} is not registered: {classes.fallback} ({classes.fallback_cite})")
     why = f"{arch} is not registered: {classes.fallback} serves it, without EAGLE3 capture ({classes.fallback_cite})"
     return TargetSupport(arch, False, why)
 
@@ -284,6 +296,7 @@ class DraftClass:
     null_target_hidden_size: str = "crash"  # ``target_hidden_size: null``: "crash" or "hidden_size" (read as such)
     null_draft_vocab_size: str | None = None  # what ``draft_vocab_size: null`` does, when the class reads it
     embed_tokens: str = "kept"  # a shipped embed_tokens unlike the target's: "kept" or "replaced by the target's"
+    one_layer: Cite | None = None  # the class refuses num_hidden_layers other than 1 (ValueError at load)
 
 
 @dataclass(frozen=True)
@@ -384,6 +397,9 @@ class Release:
         lambda raw, cls, vocab: ()
     )
     deployment_capture: DeploymentCapture | None = None  # the capture is a deployment setting (TensorRT-LLM)
+    # a deployment setting that, when given, replaces the ids read from the draft (TokenSpeed's server argument
+    # --eagle3-layers-to-capture) and where the release reads it; None: the release has none
+    ids_setting: tuple[str, Cite] | None = None
     pipeline_parallel: PipelineParallel | None = None  # the capture with pipeline_parallel_size > 1 (None: not read)
 
 
@@ -395,6 +411,10 @@ def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | Non
         return default_hidden_states(num_layers, capture.defaults_shift) if num_layers else None
     if not ids:
         return []
+    if capture.final_index is not None:  # index v + 1 in the loop over layers 0..N-1, then index N + 1 is hs[N]
+        if num_layers is None:
+            return None
+        return sorted({v + 1 for v in ids if 0 <= v + 1 < num_layers} | {num_layers for v in ids if v == num_layers})
     # each rule reads the ids in one of the two conventions (read/config.py SHIFT): "+1" output-of, "as-is" input-to
     if capture.rule == "+1":
         convention = "output-of"

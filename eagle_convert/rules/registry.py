@@ -17,9 +17,11 @@ from eagle_convert.version import docs_url
 # each verify level runs the rules of the levels before it
 LEVELS = ("static", "tensors", "forward", "target", "engine")
 # the modelled engines (releases.RELEASES): a rule concerns all of them unless it names some
-ALL_ENGINES = ("sglang", "vllm", "trtllm")
+ALL_ENGINES = ("sglang", "vllm", "trtllm", "tokenspeed")
 # the engines that read the aux-layer ids from the draft config and that the engine level runs (not TensorRT-LLM)
 ID_READING_ENGINES = ("sglang", "vllm")
+# the engines that read the aux-layer ids from the draft config (TokenSpeed too, unless its server argument is given)
+READS_DRAFT_IDS = (*ID_READING_ENGINES, "tokenspeed")
 
 
 @dataclass(frozen=True)
@@ -166,15 +168,15 @@ _RULES = (
         "aux-engine-misreads",
         "error",
         summary=(
-            "An engine would select hidden states other than the ones the draft was trained on (SGLang and vLLM, "
-            "which read the ids from the draft; TensorRT-LLM reads its deployment's setting: EC114, EC115)."
+            "An engine would select hidden states other than the ones the draft was trained on (SGLang, vLLM and "
+            "TokenSpeed, which read the ids from the draft; TensorRT-LLM reads its deployment's setting: EC114, EC115)."
         ),
         fixable=True,
         fix=(
             "run `eagle-convert normalize SRC OUT --target TARGET` (with the --aux-convention you declared, if any):"
             " it writes the ids in each engine's reading of the hidden states the draft was trained on"
         ),
-        engines=ID_READING_ENGINES,
+        engines=READS_DRAFT_IDS,
     ),
     Rule(
         "EC105",

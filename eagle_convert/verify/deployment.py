@@ -1,11 +1,13 @@
 """The user's deployment settings that decide what an engine release does with the draft, at every level.
 
 TensorRT-LLM reads no aux-layer ids from the draft: the layers come from the deployment's
-``speculative_config.eagle3_layers_to_capture`` (``extra_llm_api_options`` YAML). vLLM 0.33's target support depends
-on the deployment's ``platform`` and ``pipeline_parallel_size``. The user gives these as ``--engine-arg KEY=VALUE`` or
-the same keys in ``--engine-config``; they are taken out of the engine settings here, checked, and handed to every
-release's view (``engine_view(..., deployment=...)``). Any other engine setting stays an engine-level setting, and
-``pipeline_parallel_size``, a setting of vLLM itself, is passed on to the engine level as well.
+``speculative_config.eagle3_layers_to_capture`` (``extra_llm_api_options`` YAML). TokenSpeed reads the draft's ids
+unless its server is started with ``--eagle3-layers-to-capture``, which replaces them. vLLM 0.33's target support
+depends on the deployment's ``platform`` and ``pipeline_parallel_size``. The user gives these as
+``--engine-arg KEY=VALUE`` or the same keys in ``--engine-config``; they are taken out of the engine settings here,
+checked, and handed to every release's view (``engine_view(..., deployment=...)``). Any other engine setting stays an
+engine-level setting, and ``pipeline_parallel_size``, a setting of vLLM itself, is passed on to the engine level as
+well.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ CAPTURE_KEY = "eagle3_layers_to_capture"
 DEPLOYMENT_KEYS: Mapping[str, tuple[str, ...]] = {
     "trtllm": (CAPTURE_KEY,),
     "vllm": ("pipeline_parallel_size", "platform"),
+    "tokenspeed": (CAPTURE_KEY,),  # its server argument --eagle3-layers-to-capture, which replaces the draft's ids
 }
+# the engines whose captured layers are the deployment's alone: they never read the draft's ids (TensorRT-LLM)
+CAPTURE_ONLY_FROM_DEPLOYMENT = frozenset({"trtllm"})
 # the subjects of findings about a deployment setting: they live in no file of the draft
 DEPLOYMENT_SUBJECTS = frozenset(k for keys in DEPLOYMENT_KEYS.values() for k in keys)
 # deployment keys that are settings of the engine the engine level starts as well (they reach it unchanged)
@@ -30,6 +35,12 @@ ENGINE_SETTINGS_TOO = frozenset({"pipeline_parallel_size"})
 
 def capture_from_deployment(engine: str) -> bool:
     """The engine takes the captured layers from the deployment, never from the draft's ids (TensorRT-LLM)."""
+    return engine in CAPTURE_ONLY_FROM_DEPLOYMENT
+
+
+def reads_capture_setting(engine: str) -> bool:
+    """The engine reads ``eagle3_layers_to_capture`` from the deployment: as its only source (TensorRT-LLM), or as
+    one that replaces the draft's ids when given (TokenSpeed)."""
     return CAPTURE_KEY in DEPLOYMENT_KEYS.get(engine, ())
 
 
@@ -70,8 +81,8 @@ def check_deployment(deployment: Mapping[str, Any], releases: Iterable[Release])
         if key == CAPTURE_KEY and not _layer_ids(value):
             raise UsageError(
                 f"{CAPTURE_KEY} must be a list of non-negative layer ids, not {value!r}",
-                hint=f"e.g. {EXAMPLE} (TensorRT-LLM's convention: id i is the output of decoder layer i); quote "
-                "it in the shell",
+                hint=f"e.g. {EXAMPLE} (TensorRT-LLM's convention: id i is the output of decoder layer i; "
+                "TokenSpeed's: its target class's reading of the draft's ids); quote it in the shell",
             )
         if key == "pipeline_parallel_size" and not (_int(value) and value >= 1):
             raise UsageError(f"pipeline_parallel_size must be a positive integer, not {value!r}", hint="e.g. 2")

@@ -95,7 +95,7 @@ def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | Non
             finding(
                 "EC104",
                 f"{rel} reads {_where(view)} ({view.rule}) and feeds hs{picked}; the weights were trained on "
-                f"hs{trained} ({truth.convention})" + _fix(True),
+                f"hs{trained} ({truth.convention})" + _fix(True) + _server_setting(view),
                 subject=IDS_KEY,
                 expected=trained,
                 actual=picked,
@@ -121,6 +121,17 @@ def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | Non
                 )
             )
     return out
+
+
+def _server_setting(view: EngineView) -> str:
+    """A release whose server setting replaces the draft's ids (TokenSpeed): the exact value that feeds the trained
+    states, as its command line takes it."""
+    ids = (view.capture_setting or {}).get(CAPTURE_KEY)
+    if ids is None or capture_from_deployment(view.engine):
+        return ""
+    flag = "--" + CAPTURE_KEY.replace("_", "-")
+    value = ",".join(map(str, ids))
+    return f"; or serve it with {flag} {value} (check it with --engine-arg {CAPTURE_KEY}={_compact(ids)})"
 
 
 def capture_setting_for(hidden_states: list[int]) -> list[int] | None:

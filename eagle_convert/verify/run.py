@@ -29,7 +29,7 @@ from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
 from eagle_convert.schemas import Violation, violation
 from eagle_convert.schemas import load as load_schema
 from eagle_convert.verify.context import Context, located, map_names, static_checks
-from eagle_convert.verify.deployment import capture_from_deployment
+from eagle_convert.verify.deployment import reads_capture_setting
 from eagle_convert.verify.gate import gate_findings, views
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.request import (
@@ -222,7 +222,7 @@ def verify_checkpoint(
         probe=probe,
         engine_run=engine_run,
         deployment=dict(checked.deployment),
-        capture_settings={v.release: v.capture_setting for v in session.views if capture_from_deployment(v.engine)},
+        capture_settings={v.release: v.capture_setting for v in session.views if reads_capture_setting(v.engine)},
     )
 
 
