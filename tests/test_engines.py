@@ -37,7 +37,7 @@ def test_every_behaviour_cites_a_file_and_lines() -> None:
     for release in RELEASES.values():
         assert release.behaviours, release.name
         for b in release.behaviours:
-            assert b.cite.file.startswith(("sglang/srt/", "vllm/", "tensorrt_llm/")), b
+            assert b.cite.file.startswith(("sglang/srt/", "vllm/", "tensorrt_llm/", "tokenspeed/")), b
             assert any(ch.isdigit() for ch in b.cite.lines), b
             # TensorRT-LLM was read at commits, not release tags: each of its citations names the commit
             assert not b.cite.file.startswith("tensorrt_llm/") or re.fullmatch(

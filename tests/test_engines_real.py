@@ -220,7 +220,49 @@ def trtllm_capture(n: int | None) -> list[int] | None:
     return [1] if n == 1 else sorted(i + 1 for i in {1, n // 2 - 1, n - 4})
 
 
+def tokenspeed_ids(raw: dict[str, Any]) -> list[int] | None:
+    # tokenspeed/runtime/execution/factory.py:47-78 (_eagle_aux_layer_ids): the config, then its text_config; an
+    # eagle_config object decides alone (its ids or None), else the top-level list; the first non-empty list wins
+    text = raw.get("text_config")
+    for config in [raw, *([text] if isinstance(text, dict) else [])]:
+        eagle = config.get("eagle_config")
+        if isinstance(eagle, dict):
+            ids = eagle.get(IDS)
+        elif eagle is not None:
+            ids = None
+        else:
+            ids = config.get(IDS)
+        if ids:
+            return list(ids)
+    return None
+
+
+# TokenSpeed 0.1.1 target classes, by model_type: BaseTransformerModel's loop (models/base/causal_lm.py:271-282,
+# transformer_model.py:207-253: index id + 1 before each layer, and index N + 1 once more for hs[N]); their own
+# loops that capture before each layer only (deepseek_v3.py:1995-2010, qwen3_5.py:1019-1036, longcat_flash.py:912-918)
+TOKENSPEED_BASE_LOOP = {"llama", "gpt_oss"}
+TOKENSPEED_PLUS1 = {"deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "glm_moe_dsa", "qwen3_5_moe", "longcat_flash"}
+
+
+def tokenspeed_capture(raw: dict[str, Any], mt: str | None, n: int | None) -> list[int] | None:
+    # qwen2/qwen3/qwen3_moe: the model never captures (qwen3.py:357-389); any other: not registered (registry.py:48-60)
+    if mt not in TOKENSPEED_BASE_LOOP | TOKENSPEED_PLUS1 | {"kimi_k3"}:
+        return None
+    ids = tokenspeed_ids(raw)  # execution/factory.py:197-200: the server argument unset
+    if ids is None:  # causal_lm.py:275-278, deepseek_v3.py:2076-2078, kimi_k3.py:3642-3646: [2, N//2, N-3]
+        return sorted({2, n // 2, n - 3}) if n else None
+    if mt == "kimi_k3":  # kimi_k3.py:3639-3658: one-based completed-layer ids, unchanged
+        return sorted(set(ids))
+    if mt in TOKENSPEED_BASE_LOOP:
+        if n is None:
+            return None
+        return sorted({v + 1 for v in ids if 0 <= v + 1 < n} | ({n} if n in ids else set()))
+    return sorted({v + 1 for v in ids})  # {val + 1 for val in layer_ids}
+
+
 def expected(release: str, raw: dict[str, Any], mt: str | None, n: int | None) -> list[int] | None:
+    if release.startswith("tokenspeed@"):
+        return tokenspeed_capture(raw, mt, n)
     if release.startswith("trtllm@"):
         return trtllm_capture(n)
     if release.startswith("sglang@"):

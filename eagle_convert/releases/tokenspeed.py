@@ -48,7 +48,7 @@ FACTORY = "execution/factory.py"
 LLAMA = "models/llama_eagle3.py"
 DSV3 = "models/deepseek_v3.py"
 IDS_CITE = _c(FACTORY, "47-78")
-SETTING_CITE = _c(FACTORY, "193-200 (server_args.py:1160-1163, 2841-2846)")
+SETTING_CITE = _c(FACTORY, "193-200 (utils/server_args.py:1160-1163, 2841-2846)")
 NO_CAPTURE_FEEDS = (
     "start-up goes on (the capture is set only when the target class has set_eagle3_layers_to_capture, "
     f"{_c(FACTORY, '193-195')}, and this one's model never reads it); the logits processor then stores the target's "
@@ -101,7 +101,7 @@ CAPTURES: Mapping[str, Capture] = {
     "kimi_k2": _DEEPSEEK,  # served as DeepseekV3ForCausalLM
     "glm_moe_dsa": _DEEPSEEK,  # GlmMoeDsaForCausalLM(DeepseekV3ForCausalLM), GlmMoeDsaModel(DeepseekV3Model)
     # KimiK25ForConditionalGeneration builds a DeepseekV3ForCausalLM language model and hands the ids to it
-    "kimi_k25": Capture("+1", False, _c("models/kimi_k25.py", "79-90, 274-281 (deepseek_v3.py:2073-2080)")),
+    "kimi_k25": Capture("+1", False, _c("models/kimi_k25.py", "79-90, 274-281 (models/deepseek_v3.py:2073-2080)")),
     # one-based completed-layer ids, unchanged: after layer i it captures when i + 1 is among them, hs[i + 1]
     "kimi_k3": Capture(
         "as-is (sorted, unique, 1..N)",
