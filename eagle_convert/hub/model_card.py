@@ -69,6 +69,18 @@ def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: 
     ]
 
 
+def engine_launch(engine: str, spec: DraftSpec, releases: list[Release], target: str, draft: str) -> str:
+    """``engine``'s launch command; for a release whose server argument replaces the draft's ids (TokenSpeed's
+    ``--eagle3-layers-to-capture``), with the value its record advises where the draft's own ids feed other states."""
+    command = launch_command(engine, target, draft)
+    chosen = [r for r in releases if r.engine == engine and r.ids_setting is not None]
+    setting = (views(spec, chosen[:1])[0].capture_setting or {}).get(CAPTURE_KEY) if chosen else None
+    if setting is None:
+        return command
+    flag = "--" + CAPTURE_KEY.replace("_", "-")
+    return f"{command} \\\n    {flag} {','.join(map(str, setting))}"
+
+
 def render_card(
     repo_id: str, spec: DraftSpec, report: VerifyReport, target: TargetConfig | None, base_model: str | None
 ) -> str:
@@ -146,7 +158,14 @@ def render_card(
             line
             for engine in engines
             if engine != "trtllm"  # its launch lines carry a deployment setting: trtllm_launch
-            for line in (f"{engine}:", "", "```bash", launch_command(engine, target_name, repo_id), "```", "")
+            for line in (
+                f"{engine}:",
+                "",
+                "```bash",
+                engine_launch(engine, spec, releases, target_name, repo_id),
+                "```",
+                "",
+            )
         ],
         *trtllm_launch(spec, releases, target_name, repo_id),
         "## Verification",

@@ -346,10 +346,17 @@ def _deployment(
 def _below_engine_hint(settings: Mapping[str, Any]) -> str:
     from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
 
-    read = {k: e for e, keys in DEPLOYMENT_KEYS.items() for k in keys if k in settings}
+    read: dict[str, list[str]] = {}
+    for engine, keys in DEPLOYMENT_KEYS.items():
+        for key in keys:
+            if key in settings:
+                read.setdefault(key, []).append(engine)
     if read:
-        key, engine = next(iter(read.items()))
-        return f"{key} is read at every level only when a {engine} release is selected (--engine {engine}@X.Y)"
+        key, engines = next(iter(read.items()))
+        return (
+            f"{key} is read at every level only when a {' or '.join(engines)} release is selected "
+            f"(--engine {engines[0]}@X.Y)"
+        )
     return "add --level engine, or leave the engine settings out"
 
 
