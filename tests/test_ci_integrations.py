@@ -85,7 +85,9 @@ def test_several_paths_give_a_json_array_and_the_worst_exit_code(drafts: Path) -
 def test_the_exit_code_is_the_worst_of_the_runs(drafts: Path, names: tuple[str, ...], code: int) -> None:
     result = run_cli("verify", *(str(drafts / n) for n in names), "--format", "concise", "--no-hash")
     assert result.returncode == code, result.stdout + result.stderr
-    if len({n.split("/")[0] for n in names}) > 1:  # several checkpoints: each summary line names its own
+    if "empty" in names:  # refused before any draft is verified: no summary at all
+        assert result.stdout == "" and f"{drafts / 'empty'}: no config.json" in result.stderr
+    elif len({n.split("/")[0] for n in names}) > 1:  # several checkpoints: each summary line names its own
         summaries = [line for line in result.stdout.splitlines() if " error(s), " in line]
         assert summaries and all(line.startswith(f"{drafts}/") for line in summaries), result.stdout
     if "missing" in names:  # the others are still verified, and the error is said once, for its path
@@ -146,16 +148,19 @@ def _run_action(cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
 def test_the_action_script_writes_sarif_summary_and_outputs_and_exits_with_the_gate(
     drafts: Path, tmp_path: Path
 ) -> None:
-    env = _action_env(tmp_path, paths="drafts/*", extra_args="--no-hash", sarif_file="out/gate.sarif")
     (drafts.parent / "out").mkdir(exist_ok=True)
+    stray = _run_action(drafts.parent, _action_env(tmp_path, paths="drafts/*", extra_args="--no-hash"))
+    assert stray.returncode == 2 and "drafts/empty: no config.json and no weight files" in stray.stderr  # issue 40
+    paths = "drafts/good drafts/bad drafts/config-only"
+    env = _action_env(tmp_path, paths=paths, extra_args="--no-hash", sarif_file="out/gate.sarif")
     result = _run_action(drafts.parent, env)
-    assert result.returncode == 1, result.stdout + result.stderr  # good 0, bad 1, config-only 0, empty 3: worst 1
+    assert result.returncode == 1, result.stdout + result.stderr  # good 0, bad 1, config-only 0: worst 1
     outputs = dict(line.split("=", 1) for line in (tmp_path / "output.txt").read_text().splitlines())
     assert outputs == {"exit-code": str(result.returncode), "sarif-file": "out/gate.sarif"}
     log = json.loads((drafts.parent / "out" / "gate.sarif").read_text(encoding="utf-8"))
     assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["EC401"]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert summary.count("## eagle-convert verify") == 4 and "EC401" in summary  # one section a checkpoint
+    assert summary.count("## eagle-convert verify") == 3 and "EC401" in summary  # one section a checkpoint
     assert "::error file=drafts/bad/config.json,title=EC401" in result.stdout  # the annotations
 
 
