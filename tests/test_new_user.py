@@ -293,7 +293,7 @@ def test_a_mistyped_local_path_is_a_missing_path(
         (
             'engine = "tensorrt"',
             "engine = 'tensorrt': unknown engine 'tensorrt'",
-            "choose sglang, vllm, trtllm, both, deployed, all",
+            "choose sglang, vllm, trtllm, tokenspeed, both, deployed, all",
         ),
         ('select = ["EC9"]', "select: no rule id starts with EC9", "eagle-convert rules"),
         ("ignore = 3", "ignore must be a list of rule ids", "write it like"),

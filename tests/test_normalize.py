@@ -126,6 +126,9 @@ def test_written_ids_select_the_trained_states_in_both_engines(
     assert trained == [2, 6, 9]
     for release in RELEASES:  # every modelled release reads the written config as trained
         view = engine_view(release, config, target_model_type=FAMILY_MODEL_TYPE[family], target_num_layers=12)
+        if not view.target_eagle3 and view.hidden_state_indices is None:  # no config feeds it: the target class
+            assert view.problems, release  # captures nothing (tokenspeed's Qwen3), said as a problem, not a reading
+            continue
         assert view.hidden_state_indices == trained, release
 
 
