@@ -10,6 +10,7 @@ from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
+from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
@@ -162,6 +163,10 @@ def inspect_checkpoint(
     ckpt = open_source(path, token)
     target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
     spec = detect(ckpt, target_cfg, aux_convention)
+    chosen = tuple(r.name for r in releases)
+    if [f.rule_id for f in spec.findings] == [NOT_A_DRAFT]:  # a model: its one finding, the rest would be noise
+        model = [located(spec, ckpt, spec.findings[0])]
+        return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), model, chosen, settings)
     found = [finding(n.rule_id, n.message, severity=n.severity) for n in ckpt.notes]
     if ckpt.weight_format == "pickle":
         found.append(
@@ -179,4 +184,4 @@ def inspect_checkpoint(
     ]
     gate = gate_findings(spec, ckpt.tensors, views(spec, releases, settings))
     found = [located(spec, ckpt, f) for f in found + spec.findings + gate]
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, tuple(r.name for r in releases), settings)
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, chosen, settings)

@@ -19,6 +19,7 @@ from typing import Any
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect, with_measured_convention
 from eagle_convert.draft.layouts import split_name
+from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.errors import (
     EagleConvertError,
     NormalizeRefused,
@@ -398,6 +399,8 @@ def _resolve(
 ) -> tuple[Semantics, list[Finding]]:
     """What the draft means, with every ambiguity either resolved by evidence or refused."""
     blocking = [f for f in spec.findings if RULES[f.rule_id].blocks_normalize and f.severity == "error"]
+    if blocking and blocking[0].rule_id == NOT_A_DRAFT:  # "SRC is a model, not an EAGLE3 draft: ...", SRC as given
+        raise NormalizeRefused(f"{src} is {blocking[0].message}", hint=RULES[NOT_A_DRAFT].fix)
     if blocking:
         raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
     if spec.num_draft_layers > 1 and profile not in MULTI_LAYER_PROFILES:

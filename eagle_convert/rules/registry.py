@@ -371,6 +371,21 @@ _RULES = (
         blocks_normalize=True,
     ),
     Rule(
+        "EC021",
+        "model-not-draft",
+        "error",
+        summary=(
+            "The checkpoint is a model (a full causal LM: several decoder layers, no fc and no draft keys in its "
+            "config), not an EAGLE3 draft: often the target passed where the draft belongs. Every other finding "
+            "about it would be noise, so verify reports this one alone."
+        ),
+        fix=(
+            "pass the EAGLE3 draft as PATH and the model as --target; normalize refuses a model (there is no draft "
+            "in it to convert)"
+        ),
+        blocks_normalize=True,
+    ),
+    Rule(
         "EC109",
         "aux-ids-wrong-location",
         "warning",
