@@ -20,7 +20,7 @@ from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.context import located
 from eagle_convert.verify.deployment import check_deployment
 from eagle_convert.verify.gate import engines_json, gate_findings, views
-from eagle_convert.verify.static_config import null_typed_fields
+from eagle_convert.verify.static_config import null_findings, null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 
@@ -182,6 +182,8 @@ def inspect_checkpoint(
         finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
         for key in null_typed_fields(ckpt.config or {})
     ]
-    gate = gate_findings(spec, ckpt.tensors, views(spec, releases, settings))
+    chosen_views = views(spec, releases, settings)
+    found += null_findings(ckpt.config or {}, chosen_views)
+    gate = gate_findings(spec, ckpt.tensors, chosen_views)
     found = [located(spec, ckpt, f) for f in found + spec.findings + gate]
     return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, chosen, settings)

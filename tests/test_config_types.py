@@ -285,3 +285,15 @@ def test_a_copy_of_the_draft_keeps_the_wrong_value_as_written(tmp_path: Path) ->
     assert cfg.fc_norm is None and cfg.raw["fc_norm"] == "false" and raw["fc_norm"] == "false"
     assert [p.key for p in cfg.type_problems] == ["fc_norm"]
     shutil.rmtree(tmp_path / "draft")
+
+
+def test_inspect_and_normalize_say_what_the_releases_read_a_null_as(tmp_path: Path) -> None:
+    """inspect shows the EC508 warning as verify does; normalize (which writes the flag out as false) reports what
+    each release of its profile read the null as, beside the change it made."""
+    draft, target = _draft(tmp_path, "bias", None), _target(tmp_path)
+    shown = [f for f in inspect_checkpoint(draft, target=target).findings if f.rule_id == "EC508"]
+    assert len(shown) == 1 and shown[0].message.startswith("bias is null: "), shown
+    report = normalize_checkpoint(draft, tmp_path / "out", target=str(target), profile="vllm")
+    (warned,) = [f for f in report.findings if f.rule_id == "EC508"]
+    assert "vllm@0.33-v1 builds no o_proj bias" in warned.message and "sglang" not in warned.message, warned
+    assert json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))["bias"] is False

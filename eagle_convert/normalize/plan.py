@@ -47,6 +47,7 @@ from eagle_convert.releases import (
 )
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES, finding
+from eagle_convert.verify.static_config import null_findings
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 # The engines each profile is written for (the output must select the trained hidden states in each).
@@ -154,6 +155,11 @@ def normalize_checkpoint(
     n_target = target_cfg.num_hidden_layers if target_cfg else None
     mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
     findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
+    source_views = [
+        engine_view(r, ckpt.config or {}, target_model_type=mt, target_num_layers=n_target)
+        for r in _profile_releases(profile)
+    ]
+    findings += null_findings(ckpt.config or {}, source_views)  # what the nulls normalize writes out meant (EC508)
     plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]

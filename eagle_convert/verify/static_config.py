@@ -222,17 +222,22 @@ def _null(cfg: dict[str, Any], key: str) -> bool:
     return isinstance(holder, dict) and leaf in holder and holder[leaf] is None
 
 
-@check("EC508")
-def _null_read_as_default(ctx: Context) -> list[Finding]:
-    """A null flag or null ids: each selected release's reading of it (EC502 has the nulls typed classes refuse)."""
+def null_findings(cfg: dict[str, Any], views: list[EngineView]) -> list[Finding]:
+    """EC508: each null flag or null ids of ``cfg`` with what each of ``views`` reads it as (inspect, verify and
+    normalize report them; EC502 has the nulls typed config classes refuse)."""
     out = []
     for key in dict.fromkeys([*_NULL_READINGS, *DRAFT_FLAGS]):
-        if key in TYPED_FIELDS or not _null(ctx.cfg, key):
+        if key in TYPED_FIELDS or not _null(cfg, key):
             continue
         reading = _NULL_READINGS.get(key, _false)
-        said = "; ".join(f"{v.release} {reading(v)}" for v in ctx.views) or "the releases read it as absent"
+        said = "; ".join(f"{v.release} {reading(v)}" for v in views) or "the releases read it as absent"
         out.append(cfg_finding("EC508", f"{key} is null: {said}", key, actual=None))
     return out
+
+
+@check("EC508")
+def _null_read_as_default(ctx: Context) -> list[Finding]:
+    return null_findings(ctx.cfg, ctx.views)
 
 
 def _rope_kind(scaling: dict[str, Any] | None) -> tuple[Any, Any]:
