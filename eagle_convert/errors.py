@@ -55,6 +55,15 @@ class HeaderError(InputError):
     default_hint = "the file is corrupt or was not written by a safetensors writer; re-export or re-download it"
 
 
+class LfsPointerError(InputError):
+    """A Git LFS pointer (a small text file) where a weight or config file belongs: a clone without its LFS objects."""
+
+    default_hint = (
+        "fetch the Git LFS objects: `git lfs pull` in the clone (`git lfs install` first if git-lfs is new there); "
+        "in GitHub Actions, `lfs: true` in the actions/checkout step"
+    )
+
+
 class ShardIndexError(InputError):
     """A sharded checkpoint whose index disagrees with its shards or names unsafe paths."""
 

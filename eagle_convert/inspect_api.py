@@ -10,6 +10,7 @@ from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
+from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
@@ -19,7 +20,7 @@ from eagle_convert.rules.registry import finding, fix_fields
 from eagle_convert.verify.context import located
 from eagle_convert.verify.deployment import check_deployment
 from eagle_convert.verify.gate import engines_json, gate_findings, views
-from eagle_convert.verify.static_config import null_typed_fields
+from eagle_convert.verify.static_config import null_findings, null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 
@@ -162,6 +163,10 @@ def inspect_checkpoint(
     ckpt = open_source(path, token)
     target_cfg = TargetConfig.from_path(target) if isinstance(target, str | Path) else target
     spec = detect(ckpt, target_cfg, aux_convention)
+    chosen = tuple(r.name for r in releases)
+    if [f.rule_id for f in spec.findings] == [NOT_A_DRAFT]:  # a model: its one finding, the rest would be noise
+        model = [located(spec, ckpt, spec.findings[0])]
+        return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), model, chosen, settings)
     found = [finding(n.rule_id, n.message, severity=n.severity) for n in ckpt.notes]
     if ckpt.weight_format == "pickle":
         found.append(
@@ -177,6 +182,8 @@ def inspect_checkpoint(
         finding("EC502", f"{key} is null; typed config classes reject it", subject=key)
         for key in null_typed_fields(ckpt.config or {})
     ]
-    gate = gate_findings(spec, ckpt.tensors, views(spec, releases, settings))
+    chosen_views = views(spec, releases, settings)
+    found += null_findings(ckpt.config or {}, chosen_views)
+    gate = gate_findings(spec, ckpt.tensors, chosen_views)
     found = [located(spec, ckpt, f) for f in found + spec.findings + gate]
-    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, tuple(r.name for r in releases), settings)
+    return InspectReport(str(path), ckpt, spec, group_tensors(ckpt), found, chosen, settings)

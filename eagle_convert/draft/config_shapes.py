@@ -28,6 +28,7 @@ from eagle_convert.read.config import (
     DraftConfig,
     TargetConfig,
 )
+from eagle_convert.read.config_types import shown
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -72,6 +73,7 @@ def non_stock_injection(cfg: DraftConfig) -> bool:
 
 def config_shape_findings(cfg: DraftConfig, attention: str, target: TargetConfig | None = None) -> list[Finding]:
     return [
+        *_types(cfg),
         *_ranges(cfg),
         *_agreement(cfg, target),
         *_injection(cfg),
@@ -138,6 +140,19 @@ def _ranges(cfg: DraftConfig) -> list[Finding]:
     if len(cfg.architectures) > MAX_ARCHITECTURES:
         bad("architectures", cfg.architectures, f"at most {MAX_ARCHITECTURES} names")
     return out
+
+
+def _types(cfg: DraftConfig) -> list[Finding]:
+    """Each key read with a value of the wrong type (EC507), which the config reader set aside as absent."""
+    return [
+        finding(
+            "EC507",
+            f"{p.message} ({p.kind.misread}); read here as absent",
+            subject=p.key,
+            actual=p.value if isinstance(p.value, bool | int | float) else shown(p.value),
+        )
+        for p in cfg.type_problems
+    ]
 
 
 def _agreement(cfg: DraftConfig, target: TargetConfig | None) -> list[Finding]:

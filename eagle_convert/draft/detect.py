@@ -21,6 +21,7 @@ from eagle_convert.draft.aux_layers import (
 )
 from eagle_convert.draft.config_shapes import config_shape_findings, declared_k, declared_states, non_stock_injection
 from eagle_convert.draft.layouts import FC_NORM_RE, LEGACY_FC_NORM_NAMES, MLA_ONLY, MOE_RE, PREFUSED_NAMES, split_name
+from eagle_convert.draft.model_check import not_a_draft
 from eagle_convert.draft.producers import Facts, recognise
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import (
@@ -114,6 +115,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     names = tuple(split_name(n) for n in ckpt.tensors)
     metadata = {k: v for shard in ckpt.shards for k, v in shard.metadata.items()}
     facts = Facts(cfg, names, ckpt.tensors, metadata, bool(ckpt.pickle_files))
+    model = not_a_draft(cfg, names, ckpt.config_path, target)  # then the one finding: the rest would be noise
     out: list[Finding] = []
 
     call = recognise(facts)
@@ -189,7 +191,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
         vocab=vocab,
         dims=cfg.dims,
         target=tinfo,
-        findings=out,
+        findings=[model] if model is not None else out,
         config=cfg,
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect, with_measured_convention
 from eagle_convert.draft.layouts import split_name
+from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.errors import (
     EagleConvertError,
     NormalizeRefused,
@@ -46,6 +47,7 @@ from eagle_convert.releases import (
 )
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import RULES, finding
+from eagle_convert.verify.static_config import null_findings
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 # The engines each profile is written for (the output must select the trained hidden states in each).
@@ -153,6 +155,11 @@ def normalize_checkpoint(
     n_target = target_cfg.num_hidden_layers if target_cfg else None
     mt = target_cfg.text_model_type if target_cfg else FAMILY_MODEL_TYPE.get(family or "")
     findings += _unsatisfied_releases(raw_out, sem, PROFILE_ENGINES[profile], mt, n_target)
+    source_views = [
+        engine_view(r, ckpt.config or {}, target_model_type=mt, target_num_layers=n_target)
+        for r in _profile_releases(profile)
+    ]
+    findings += null_findings(ckpt.config or {}, source_views)  # what the nulls normalize writes out meant (EC508)
     plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
@@ -398,6 +405,8 @@ def _resolve(
 ) -> tuple[Semantics, list[Finding]]:
     """What the draft means, with every ambiguity either resolved by evidence or refused."""
     blocking = [f for f in spec.findings if RULES[f.rule_id].blocks_normalize and f.severity == "error"]
+    if blocking and blocking[0].rule_id == NOT_A_DRAFT:  # "SRC is a model, not an EAGLE3 draft: ...", SRC as given
+        raise NormalizeRefused(f"{src} is {blocking[0].message}", hint=RULES[NOT_A_DRAFT].fix)
     if blocking:
         raise NormalizeRefused(f"{blocking[0].rule_id}: {blocking[0].message}", path=src)
     if spec.num_draft_layers > 1 and profile not in MULTI_LAYER_PROFILES:

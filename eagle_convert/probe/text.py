@@ -15,7 +15,7 @@ from typing import Any
 
 from eagle_convert.errors import InputError, UsageError, check_choice
 from eagle_convert.read.jsonstrict import load_json_object
-from eagle_convert.read.regular import read_text
+from eagle_convert.read.regular import read_text, refuse_pointer_file
 from eagle_convert.reference.budget import NEW_TOKENS as NEW_TOKENS  # new tokens per prompt (one place)
 from eagle_convert.reference.budget import ROUND as ROUND  # prompts per generation round
 from eagle_convert.schemas import TOKEN_IDS, violation
@@ -83,6 +83,7 @@ def load_tokenizer(target_dir: Path) -> Tokenizer | None:
     if jinja.is_file():
         template = read_text(jinja, "the chat template")
     specials = {k: v for k, v in settings.items() if k.endswith("_token") and isinstance(v, str)}
+    refuse_pointer_file(vocab_file)  # the tokenizers library would only say it is not JSON
     return Tokenizer(HFTokenizer.from_file(str(vocab_file)), template if isinstance(template, str) else None, specials)
 
 

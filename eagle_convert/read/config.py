@@ -1,7 +1,9 @@
 """Typed views of a draft's config.json and of a target model's config.
 
-Reading never guesses: a key that is absent stays ``None`` (the caller decides and records any default), a key of
-the wrong type is a :class:`ConfigError` naming the key. The raw dict is kept so unknown keys survive conversion.
+Reading never guesses: a key that is absent stays ``None`` (the caller decides and records any default). A key of
+the wrong type (read/config_types.py has the type of every key read) is never read as something else: a draft's is
+kept as a :class:`TypeProblem` and read as absent (verify reports it as EC507, normalize refuses it), a target's is a
+:class:`ConfigError` naming the key and the value. The raw dict is kept so unknown keys survive conversion.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import ConfigError
+from eagle_convert.read.config_types import DRAFT_TYPES, TARGET_TYPES, TypeProblem, type_problems, without
 from eagle_convert.read.jsonstrict import load_json_object
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # the one spelling of the aux-layer ids key; import it, never retype it
@@ -142,12 +145,9 @@ def _dict_at(raw: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     return value
 
 
-def _ids(value: Any, where: str, source: str) -> list[int] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
-        raise ConfigError(f"{where} is {value!r}, must be a list of integers", path=source)
-    return list(value)
+def _ids(value: list[int] | None) -> list[int] | None:
+    """A copy of an id list (its type checked against DRAFT_TYPES before it is read)."""
+    return None if value is None else list(value)
 
 
 @dataclass(frozen=True)
@@ -203,21 +203,24 @@ class DraftConfig:
     aux_layer_bands: list[list[int]] | None = None  # eagle_aux_layer_bands
     research_block: dict[str, Any] | None = None  # a nested "eagle3" block (speculators research configs)
     aliases: tuple[str, ...] = ()  # every alias or non-standard reading applied, as a sentence (for the report)
+    type_problems: tuple[TypeProblem, ...] = ()  # keys of the wrong type, each read as absent (EC507)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], source: str | Path = "config.json") -> DraftConfig:
+    def from_dict(cls, given: dict[str, Any], source: str | Path = "config.json") -> DraftConfig:
+        """The typed view of ``given``; every key of the wrong type is kept in ``type_problems`` and read as absent."""
         src = str(source)
+        scopes: list[tuple[str, dict[str, Any]]] = [("", given)]
+        if isinstance(given.get(SPECULATORS_LAYER_KEY), dict):
+            scopes.append((SPECULATORS_LAYER_KEY + ".", given[SPECULATORS_LAYER_KEY]))
+        problems = tuple(type_problems(scopes, DRAFT_TYPES))
+        raw = without(given, (p.key for p in problems))  # what is read below: every remaining value is well typed
         eagle_config = _dict_at(raw, "eagle_config", src)
         layer = _dict_at(raw, SPECULATORS_LAYER_KEY, src)
         r = _Reader(raw, src, (("", raw), (SPECULATORS_LAYER_KEY + ".", layer)))
         ec = _Reader(raw, src, (("eagle_config.", eagle_config),))
 
         architectures = raw.get("architectures") or layer.get("architectures") or []
-        if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
-            raise ConfigError(f"architectures is {architectures!r}, must be a list of names", path=src)
         model_type = r.value("model_type")
-        if model_type is not None and not isinstance(model_type, str):
-            raise ConfigError(f"model_type is {model_type!r}, must be a string", path=src)
 
         hidden, heads = r.int("hidden_size"), r.int("num_attention_heads")
         explicit_head_dim = r.int("head_dim")
@@ -260,14 +263,14 @@ class DraftConfig:
         rope_scaling, rope_parameters, rope_theta = _rope(r, raw, src)
         research = raw.get("eagle3")
         return cls(
-            raw=raw,
+            raw=given,
             source=src,
             architectures=tuple(architectures),
             model_type=model_type,
             dims=dims,
             eagle_config=eagle_config,
-            top_level_ids=_ids(raw.get(IDS_KEY), IDS_KEY, src),
-            eagle_config_ids=_ids(eagle_config.get(IDS_KEY), "eagle_config." + IDS_KEY, src),
+            top_level_ids=_ids(raw.get(IDS_KEY)),
+            eagle_config_ids=_ids(eagle_config.get(IDS_KEY)),
             num_aux_hidden_states=r.int("num_aux_hidden_states"),
             use_aux_hidden_state=ec.bool("use_aux_hidden_state"),
             fc_norm=r.bool("fc_norm"),
@@ -281,30 +284,17 @@ class DraftConfig:
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             rope_parameters=rope_parameters,
-            trainer_ids=_ids(r.value(TRAINER_IDS_KEY), TRAINER_IDS_KEY, src),
-            target_layer_ids=_ids(raw.get(TARGET_LAYER_IDS_KEY), TARGET_LAYER_IDS_KEY, src),
-            injection_mode=_text(r.value(INJECTION_MODE_KEY), INJECTION_MODE_KEY, src),
-            aux_layer_bands=_bands(r.value(BANDS_KEY), src),
+            trainer_ids=_ids(r.value(TRAINER_IDS_KEY)),
+            target_layer_ids=_ids(raw.get(TARGET_LAYER_IDS_KEY)),
+            injection_mode=r.value(INJECTION_MODE_KEY),
+            aux_layer_bands=[list(band) for band in bands] if (bands := r.value(BANDS_KEY)) is not None else None,
             research_block=research if isinstance(research, dict) else None,
             aliases=tuple(aliases),
+            type_problems=problems,
         )
 
     def has(self, key: str) -> bool:
         return key in self.raw
-
-
-def _text(value: Any, where: str, source: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ConfigError(f"{where} is {value!r}, must be a string", path=source)
-
-
-def _bands(value: Any, source: str) -> list[list[int]] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(band, list) for band in value):
-        raise ConfigError(f"{BANDS_KEY} is {value!r}, must be a list of id lists", path=source)
-    return [_ids(band, BANDS_KEY, source) or [] for band in value]
 
 
 def _rope(
@@ -430,7 +420,7 @@ class TargetConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str | Path = "target config.json") -> TargetConfig:
         src = str(source)
-        marker = _draft_marker(raw)
+        marker = draft_marker(raw)
         if marker is not None:
             raise ConfigError(
                 f"this is a speculative draft's config ({marker}), not the target model's",
@@ -438,9 +428,13 @@ class TargetConfig:
                 hint="--target takes the model the draft was trained for (its directory or config.json); the draft "
                 "is the PATH argument",
             )
-        text = _dict_at(raw, "text_config", src) or _dict_at(raw, "language_config", src)
-        scope = text or raw
-        r = _Reader(raw, src, (("text_config." if text else "", scope), ("", raw)))
+        text_key = next((key for key in ("text_config", "language_config") if _dict_at(raw, key, src)), None)
+        scope = raw[text_key] if text_key else raw
+        text_scope = ((text_key + ".", scope),) if text_key else ()
+        wrong = type_problems((*text_scope, ("", raw)), TARGET_TYPES)
+        if wrong:  # the user's input: the first key of the wrong type, by name and value
+            raise ConfigError(wrong[0].message, path=src, hint=_TARGET_HINT)
+        r = _Reader(raw, src, (*text_scope, ("", raw)))
         layers, hidden = r.int("num_hidden_layers"), r.int("hidden_size")
         if layers is None:  # hybrid configs that transformers writes with a per-layer list instead (Nemotron-H)
             layers = pattern_length(scope)
@@ -452,10 +446,7 @@ class TargetConfig:
             )
         outer_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
         inner_type = scope.get("model_type") if isinstance(scope.get("model_type"), str) else outer_type
-        try:
-            rope_scaling, _, rope_theta = _rope(r, raw, src)
-        except ConfigError:  # a target's malformed rope keys are not the draft's problem: read as no scaling
-            rope_scaling, rope_theta = None, r.float("rope_theta")
+        rope_scaling, _, rope_theta = _rope(r, raw, src)
         _check_target_sizes(r, rope_theta)
         quant = raw.get("quantization_config") or scope.get("quantization_config")
         return cls(
@@ -470,7 +461,7 @@ class TargetConfig:
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             quantization_config=quant if isinstance(quant, dict) else None,
-            nested_text_config=bool(text),
+            nested_text_config=text_key is not None,
             architectures=tuple(a for a in raw.get("architectures") or () if isinstance(a, str)),
             name_or_path=raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None,
             eos_token_id=cls._eos(raw.get("eos_token_id")),
@@ -487,7 +478,7 @@ _DRAFT_KEYS = ("draft_vocab_size", "eagle_config", *SPECULATORS_WRAPPER_KEYS)  #
 _DRAFT_ARCHITECTURE = re.compile(r"eagle|speculator|medusa", re.IGNORECASE)
 
 
-def _draft_marker(raw: dict[str, Any]) -> str | None:
+def draft_marker(raw: dict[str, Any]) -> str | None:
     """What shows a config to be a draft's (a key only drafts write, an architecture named for a draft), or None."""
     key = next((k for k in _DRAFT_KEYS if k in raw), None)
     if key is not None:

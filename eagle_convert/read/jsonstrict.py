@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert.errors import InputError
+from eagle_convert.read.lfs import refuse_pointer
 from eagle_convert.read.regular import NotUtf8Error, read_regular
 from eagle_convert.read.regular import decode_utf8 as _decode
 
@@ -103,6 +104,7 @@ def load_json_object(path: Path, error: type[InputError], what: str) -> dict[str
 def parse_json_object(data: bytes, error: type[InputError], what: str, source: str) -> dict[str, Any]:
     """``data`` as one strict JSON object, raising ``error`` (naming ``source``) on any problem."""
     path = source
+    refuse_pointer(data, source)  # read_regular asked already; bytes from elsewhere (a Hub repo) are asked here
     try:
         value = loads_strict(decode_utf8(data))
     except JsonSyntaxError as exc:

@@ -15,6 +15,7 @@ from typing import Any
 
 from eagle_convert.errors import PickleRefused, require_torch
 from eagle_convert.read.checkpoint import CONFIG_NAME, Checkpoint
+from eagle_convert.read.regular import refuse_pointer_file
 
 MIN_TORCH = (2, 10)
 _UNSAFE_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
@@ -36,6 +37,7 @@ def _torch() -> Any:
 def load_weights_only(path: Path) -> dict[str, Any]:
     """A state dict from ``path`` through ``torch.load(weights_only=True)``; anything else is refused."""
     torch = _torch()
+    refuse_pointer_file(path)  # the unpickler would only say "invalid load key, 'v'"
     saved = os.environ.pop(_UNSAFE_ENV, None)  # this variable would turn the weights-only default off
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from eagle_convert.errors import InputError, NotRegularFileError, TooLargeError
+from eagle_convert.read.lfs import MAX_POINTER_BYTES, refuse_pointer
 
 MAX_SMALL_FILE = 64 << 20  # bytes: a config, index or list file larger than this is refused unread
 
@@ -61,7 +62,15 @@ def read_regular(path: Path | str, limit: int = MAX_SMALL_FILE) -> bytes:
             data += f.read(limit + 1 - len(data))
         if size > limit or len(data) > limit:
             raise TooLargeError(f"is {max(size, len(data))} bytes, over the {_mib(limit)} limit: not read", path=path)
+        refuse_pointer(data, path)  # a clone without its LFS objects: say so, not "invalid JSON"
         return data
+
+
+def refuse_pointer_file(path: Path | str) -> None:
+    """LfsPointerError when the regular file ``path`` is a Git LFS pointer (its first bytes read), before it goes to
+    a library that reads it itself (torch's loader, the tokenizers)."""
+    with open_regular(path) as f:
+        refuse_pointer(f.read(MAX_POINTER_BYTES), path)
 
 
 def _mib(n: int) -> str:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from eagle_convert.errors import HeaderError
 from eagle_convert.read.jsonstrict import JsonSyntaxError, decode_utf8, loads_strict
+from eagle_convert.read.lfs import FIRST_BYTES as LFS_FIRST_BYTES
+from eagle_convert.read.lfs import MAX_POINTER_BYTES, pointer_error
 from eagle_convert.read.regular import open_regular
 
 PAGE = 4096
@@ -93,6 +95,8 @@ def header_length(prefix: bytes, file_size: int, source: str) -> int:
     """Validate the 8-byte length prefix against the cap and the file size; return the JSON length."""
     if file_size < 8 or len(prefix) < 8:
         raise HeaderError(f"file is {file_size} bytes, too short for the 8-byte header length", path=source)
+    if prefix[:8] == LFS_FIRST_BYTES and file_size < MAX_POINTER_BYTES:  # no safetensors length reads "version "
+        raise pointer_error(b"", source)
     n = int(struct.unpack("<Q", prefix[:8])[0])
     if n > MAX_HEADER_BYTES:
         raise HeaderError(f"header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=source)

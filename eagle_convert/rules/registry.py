@@ -371,6 +371,21 @@ _RULES = (
         blocks_normalize=True,
     ),
     Rule(
+        "EC021",
+        "model-not-draft",
+        "error",
+        summary=(
+            "The checkpoint is a model (a full causal LM: several decoder layers, no fc and no draft keys in its "
+            "config), not an EAGLE3 draft: often the target passed where the draft belongs. Every other finding "
+            "about it would be noise, so verify reports this one alone."
+        ),
+        fix=(
+            "pass the EAGLE3 draft as PATH and the model as --target; normalize refuses a model (there is no draft "
+            "in it to convert)"
+        ),
+        blocks_normalize=True,
+    ),
+    Rule(
         "EC109",
         "aux-ids-wrong-location",
         "warning",
@@ -690,6 +705,36 @@ _RULES = (
         "q-lora-rank-missing",
         "error",
         summary="An MLA draft without q_lora_rank: both engines' EAGLE3 MLA layers need it.",
+    ),
+    Rule(
+        "EC507",
+        "config-value-type",
+        "error",
+        summary=(
+            "A config key the tool and the engines read holds a value of the wrong type: a string for a boolean "
+            '(Python reads "false" as true), a torch_dtype that names no dtype (transformers\' config loader '
+            "fails on it), a list or string where an object belongs (quantization_config, rope_scaling, "
+            "eagle_config), an empty model_type, a number for a name. The tool reads the key as absent and names it."
+        ),
+        fix=(
+            "write the value with its JSON type (true/false unquoted, a number unquoted, an object in braces, a "
+            "dtype name such as bfloat16) or remove the key; normalize refuses the draft until then"
+        ),
+        blocks_normalize=True,
+    ),
+    Rule(
+        "EC508",
+        "config-value-null",
+        "warning",
+        summary=(
+            "A flag or the aux-layer ids are null: no type, but the engines read null in a defined way (a flag as "
+            "false, null ids as absent, so each release falls back to its own default ids or to the other "
+            "location's); the finding names what each selected release does."
+        ),
+        fix=(
+            "write the value the trainer used (true/false, the aux-layer id list) or remove the key; `eagle-convert "
+            "normalize` writes every flag as an explicit boolean"
+        ),
     ),
     Rule("EC601", "non-finite", "error", summary="A tensor holds NaN or Inf.", level="tensors"),
     Rule(

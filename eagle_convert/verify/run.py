@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
+from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
@@ -178,6 +179,9 @@ def verify_checkpoint(
         reach(checked.server)
     session = Session.open(path, checked, hooks or Hooks())
     ckpt, spec, asked = session.ckpt, session.spec, checked.request
+    model = next((f for f in spec.findings if f.rule_id == NOT_A_DRAFT and session.enabled(f.rule_id)), None)
+    if model is not None:
+        return _model_report(str(path), session, located(spec, ckpt, model))
     found: list[Finding] = []
     found += [
         located(spec, ckpt, f) for f in [*ckpt.notes, *spec.findings, *gate_findings(spec, ckpt.tensors, session.views)]
@@ -227,6 +231,22 @@ def verify_checkpoint(
 
 
 REFERENCE_INSTALL_REASON = "torch is not installed here (pip install 'eagle-convert[reference]')"
+
+
+def _model_report(path: str, session: Session, model: Finding) -> VerifyReport:
+    """The report on a checkpoint that is a model, not a draft: its one finding (EC021); no other rule runs on it, and
+    its files are listed unhashed (there is no draft in them to deploy)."""
+    checked, ckpt = session.checked, session.ckpt
+    asked = checked.request
+    why = f"not run: the checkpoint is a model, not an EAGLE3 draft ({NOT_A_DRAFT})"
+    outcomes = [
+        o if o.rule_id == NOT_A_DRAFT or o.outcome == "skipped" else replace(o, outcome="skipped", reason=why)
+        for o in _outcomes([model], checked, ckpt)
+    ]
+    return VerifyReport(
+        path, checked.level, asked.engine, asked.fail_level, "fail", [model], outcomes, _manifest(ckpt, False, None),
+        revision=ckpt.revision, deployment=dict(checked.deployment),
+    )  # fmt: skip
 
 
 @dataclass
