@@ -20,17 +20,19 @@ from tests.test_engines_real import target_of
 PATHS = real_config_paths()
 KEY = "eagle3_layers_to_capture"
 TRTLLM = [r for r in RELEASES.values() if r.engine == "trtllm"]
+PYTORCH = [r for r in TRTLLM if r.runner is None]  # the PyTorch backend; AutoDeploy: test_trtllm_autodeploy.py
 
 
 def test_trtllm_resolves_by_name_and_stays_out_of_the_default() -> None:
     assert TRTLLM and [r.name for r in resolve_engines("trtllm")] == [next(r.name for r in TRTLLM if r.newest)]
     for r in TRTLLM:
-        assert resolve_engines(r.name) == [r] and re.fullmatch(r"trtllm@(\d+\.\d+|main-[0-9a-f]{7})", r.name)
+        assert resolve_engines(r.name) == [r]
+        assert re.fullmatch(r"trtllm@(\d+\.\d+|main-[0-9a-f]{7})" + (f"-{r.runner}" if r.runner else ""), r.name)
     assert not any(r.engine == "trtllm" for r in resolve_engines(DEFAULT_ENGINES))
     assert not any(r.engine == "trtllm" for r in resolve_engines("both"))
 
 
-@pytest.mark.parametrize("release", [r.name for r in TRTLLM])
+@pytest.mark.parametrize("release", [r.name for r in PYTORCH])
 @pytest.mark.parametrize("n", [1, 4, 5, 6, 32, 61])
 def test_unset_feeds_the_defaults_or_refuses(release: str, n: int) -> None:
     ids = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, "eagle_aux_hidden_state_layer_ids": [0]}
@@ -46,7 +48,7 @@ def test_unset_feeds_the_defaults_or_refuses(release: str, n: int) -> None:
         assert view.target_refusal is None and bool(view.problems) == (n == 6)  # N = 6: layers (1, 2, 2)
 
 
-@pytest.mark.parametrize("release", [r.name for r in TRTLLM])
+@pytest.mark.parametrize("release", [r.name for r in PYTORCH])
 def test_the_setting_is_layer_outputs_sorted(release: str) -> None:
     view = engine_view(release, {}, target_model_type="llama", target_num_layers=32, deployment={KEY: [28, 1, 15]})
     assert view.ids_from == "deployment" and view.ids == [1, 15, 28]
@@ -123,7 +125,7 @@ def test_engines_lists_the_trtllm_records_with_their_sources() -> None:
     listing = run_cli("engines", "--json")
     assert listing.returncode == 0, listing.stderr
     docs = {d["release"]: d for d in json.loads(listing.stdout)}
-    for r in TRTLLM:
+    for r in PYTORCH:
         assert docs[r.name]["engine"] == "trtllm" and "f933a60" in docs[r.name]["source"]
         assert docs[r.name]["deployed"] is False
         assert any(

@@ -31,6 +31,8 @@ class DraftTruth:
     wrappers: tuple[str, ...] = ()  # outer prefixes the tensor names carry ("model.", ...)
     legacy_norm_names: tuple[str, ...] = ()  # aux_norm_low/mid/high tensors (EAGLE3.1's first naming)
     legacy_norm_flag: bool = False  # the config sets the legacy use_aux_norm flag
+    rope: str | None = None  # the rope scaling the config trains with (rope_scaling's type; None: none or default)
+    fc_in_width: int | None = None  # fc's in-width: K x target_hidden_size (the draft's hidden_size when unset)
 
 
 def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
@@ -59,4 +61,14 @@ def draft_truth(spec: DraftSpec, tensor_names: Iterable[str]) -> DraftTruth:
         wrappers=tuple(sorted({n.outer for n in names if n.outer})),
         legacy_norm_names=tuple(sorted(n.name for n in names if n.layer is None and n.local in LEGACY_FC_NORM_NAMES)),
         legacy_norm_flag=spec.config.use_aux_norm is not None,
+        rope=_rope_kind(spec),
+        fc_in_width=spec.num_aux_hidden_states * width
+        if (width := spec.target_hidden_size or spec.dims.hidden_size)
+        else None,
     )
+
+
+def _rope_kind(spec: DraftSpec) -> str | None:
+    scaling = spec.config.rope_scaling or {}
+    kind = scaling.get("rope_type") or scaling.get("type")
+    return None if kind in (None, "default") else str(kind)

@@ -35,6 +35,7 @@ def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: 
         return []
     hidden = spec.aux.hidden_state_indices
     view = views(spec, releases[:1])[0]
+    backend = " --backend _autodeploy" if releases[0].runner == "autodeploy" else ""  # AutoDeploy's drafter and capture
     default = view.hidden_state_indices  # what it feeds with the setting unset
     setting = (view.capture_setting or {}).get(CAPTURE_KEY)  # the release record's own advice (None: default right)
     yaml = [
@@ -63,7 +64,7 @@ def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: 
         "```",
         "",
         "```bash",
-        f"trtllm-serve {target} --extra_llm_api_options extra_llm_api_options.yaml",
+        f"trtllm-serve {target}{backend} --extra_llm_api_options extra_llm_api_options.yaml",
         "```",
         "",
     ]

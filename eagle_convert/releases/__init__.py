@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
-from eagle_convert.releases import sglang, tokenspeed, trtllm, vllm
+from eagle_convert.releases import sglang, tokenspeed, trtllm, trtllm_autodeploy, vllm
 from eagle_convert.releases.model import (
     Behaviour,
     Capture,
@@ -53,7 +53,8 @@ __all__ = [
 ]
 
 RELEASES: Mapping[str, Release] = {
-    r.name: r for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES, *tokenspeed.RELEASES)
+    r.name: r
+    for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES, *trtllm_autodeploy.RELEASES, *tokenspeed.RELEASES)
 }
 # the engines of the default selections (deployed, both); every modelled engine resolves by its name (trtllm too)
 ENGINES = ("vllm", "sglang")
@@ -257,7 +258,7 @@ def engine_view(
         where, ids, rule, picked, reachable, problems, refusal = _deployment_reading(
             dc, deployment, target_num_layers, citations
         )
-        count = len(ids) if ids is not None else 1 if target_num_layers == 1 else 3  # the defaults are 3 layers
+        count = len(ids) if ids is not None else 1 if target_num_layers == 1 and dc.single_layer else 3  # defaults: 3
         k_deployed = (count, f"len({dc.key}) sizes fc ({dc.num_capture})")
         setting, impossible = _capture_setting(dc, trained_states, target_num_layers)
     else:
@@ -286,8 +287,18 @@ def engine_view(
     if aux_capture is not False and ids is not None and not ids and rel.engine == "sglang":
         problems.append("an empty eagle_config id list captures nothing")
     k, k_from = cls.num_aux(raw_config) if cls else (None, "no draft class")
-    if cls is not None and k_deployed is not None:
+    if cls is not None and k_deployed is not None and not cls.fc_inputs_from_config:
         k, k_from = k_deployed
+    elif cls is not None and k_deployed is not None and picked is not None and len(picked) != k:
+        problems.append(
+            f"the deployment captures {len(picked)} states but {cls.name} builds fc for K={k} ({k_from}): their "
+            "concatenation does not fit fc"
+        )
+    rope, rope_refusal = cls.rope(raw_config) if cls and cls.rope else (None, None)
+    modelled = {"rope": bool(cls and cls.rope), "fc": bool(cls and cls.fc_in_width)}
+    citations |= {b.key: str(b.cite) for b in (cls.cites if cls else ()) if modelled.get(b.key)}
+    if rope_refusal is not None:
+        problems.append(rope_refusal)
     if cls is None:
         problems.append(f"no EAGLE3 draft class: {routed}")
     elif cls.one_layer is not None and _draft_layers(rel.engine, raw_config) != 1:
@@ -339,6 +350,9 @@ def engine_view(
         citations=citations,
         capture_setting=setting,
         capture_impossible=impossible,
+        rope=rope,
+        fc_in_width=cls.fc_in_width(raw_config) if cls and cls.fc_in_width else None,
+        eagle3_attentions=list(rel.eagle3_attentions) if rel.eagle3_attentions is not None else None,
     )
 
 
@@ -364,7 +378,7 @@ def _deployment_reading(
         citations["ids_from"] = str(dc.defaults)
         if n is None:
             return "defaults", None, rule, None, None, [], None
-        if n == 1:
+        if n == 1 and dc.single_layer is not None:
             return "defaults", None, rule, [dc.single_layer], reachable, [], None
         if n <= dc.min_layers:
             refusal = (

@@ -297,6 +297,13 @@ class DraftClass:
     null_draft_vocab_size: str | None = None  # what ``draft_vocab_size: null`` does, when the class reads it
     embed_tokens: str = "kept"  # a shipped embed_tokens unlike the target's: "kept" or "replaced by the target's"
     one_layer: Cite | None = None  # the class refuses num_hidden_layers other than 1 (ValueError at load)
+    # the RoPE the class builds from the config: (its kind, or None when the load fails; why it fails, or None);
+    # None: not modelled, the config's rope_scaling as given (TensorRT-LLM's AutoDeploy reads a top-level rope_type)
+    rope: Callable[[Mapping[str, Any]], tuple[str | None, str | None]] | None = None
+    # the in-width the class builds fc with (None: K x target_hidden_size, the width the weights hold)
+    fc_in_width: Callable[[Mapping[str, Any]], int | None] | None = None
+    # K of fc comes from the config (num_aux), not from the deployment's capture count (AutoDeploy)
+    fc_inputs_from_config: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,6 +352,9 @@ class EngineView:
     # that feeds exactly the trained states (None: the default already does, or the trained states are unknown)
     capture_setting: dict[str, list[int]] | None = None
     capture_impossible: str | None = None  # why no setting can feed the trained states (None: one can, or unknown)
+    rope: str | None = None  # the RoPE kind the class builds, where modelled (None: the config's rope_scaling as given)
+    fc_in_width: int | None = None  # fc's in-width as built, where modelled (None: K x target_hidden_size)
+    eagle3_attentions: list[str] | None = None  # the attention kinds the release has EAGLE3 classes for (None: both)
 
 
 @dataclass(frozen=True)
@@ -355,7 +365,7 @@ class DeploymentCapture:
     key: str  # the deployment setting, e.g. "eagle3_layers_to_capture"
     shift: int  # hs[] index = setting id + shift (1: ids are decoder layer outputs)
     min_layers: int  # the default capture needs N > min_layers, else start-up fails
-    single_layer: int  # hs[] captured by default when N == 1
+    single_layer: int | None  # hs[] captured by default when N == 1 (None: no such case, the refusal applies)
     setting: Cite  # where the setting is read (unset: None)
     defaults: Cite  # the default layers and the refusal for small N
     sorts: Cite  # the set is sorted before capture
@@ -401,6 +411,7 @@ class Release:
     # --eagle3-layers-to-capture) and where the release reads it; None: the release has none
     ids_setting: tuple[str, Cite] | None = None
     pipeline_parallel: PipelineParallel | None = None  # the capture with pipeline_parallel_size > 1 (None: not read)
+    eagle3_attentions: tuple[str, ...] | None = None  # attention kinds with an EAGLE3 draft class (None: mha and mla)
 
 
 def apply_capture(capture: Capture, ids: list[int] | None, num_layers: int | None) -> list[int] | None:

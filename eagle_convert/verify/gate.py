@@ -51,7 +51,8 @@ def release_findings(truth: DraftTruth, view: EngineView, order: list[int] | Non
             finding(
                 "EC012",
                 f"{rel}: {view.citations.get('draft_class', 'no draft class')}; the draft needs an EAGLE3 "
-                f"{truth.attention.upper()} class" + _fix(True),
+                f"{truth.attention.upper()} class"
+                + _fix(view.eagle3_attentions is None or truth.attention in view.eagle3_attentions),
                 subject="architectures",
                 engine=rel,
             )
@@ -249,6 +250,19 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
                 engine=rel,
             )
         )
+    if truth.norm_output and not view.norm_output:  # the trained recurrence carries the final norm's output
+        out.append(
+            finding(
+                "EC211",
+                f"{rel} does not read this config's norm_output: {view.draft_class} carries the pre-norm state to the "
+                "next draft step; the draft was trained with norm_output on" + _fix(False),
+                subject="norm_output",
+                expected=True,
+                actual=False,
+                engine=rel,
+            )
+        )
+    out += _build_findings(truth, view)
     if view.use_aux_hidden_state and view.num_aux_hidden_states is not None and truth.num_aux_source.startswith("fc"):
         if view.num_aux_hidden_states != truth.num_aux:
             out.append(
@@ -272,6 +286,46 @@ def _flag_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
                 + (f"; write architectures {view.qk_norm_class} for {rel}" if refused and view.qk_norm_class else ""),
                 severity="error" if refused else "warning",
                 subject=truth.qk_norm_tensors[0],
+                engine=rel,
+            )
+        )
+    return out
+
+
+def _build_findings(truth: DraftTruth, view: EngineView) -> list[Finding]:
+    """Where a release builds the draft's RoPE or fc width otherwise than the config and weights say (modelled for
+    TensorRT-LLM's AutoDeploy: ``view.rope`` and ``view.fc_in_width``)."""
+    out: list[Finding] = []
+    rel, why = view.release, view.citations.get("rope", "")
+    if truth.rope is not None and view.rope is not None and view.rope != truth.rope:
+        out.append(
+            finding(
+                "EC211",
+                f"{rel} builds {view.rope} RoPE for this draft ({why}): the {truth.rope} rope_scaling the draft was "
+                "trained with is not applied, and every draft position is rotated otherwise" + _fix(False),
+                subject="rope_scaling",
+                expected=truth.rope,
+                actual=view.rope,
+                engine=rel,
+            )
+        )
+    k_agrees = view.num_aux_hidden_states in (None, truth.num_aux)
+    if (
+        truth.has_weights
+        and view.fc_in_width
+        and truth.fc_in_width
+        and view.fc_in_width != truth.fc_in_width
+        and k_agrees
+    ):
+        out.append(
+            finding(
+                "EC211",
+                f"{rel} builds fc with in-width {view.fc_in_width} (K x hidden_size: target_hidden_size is not read, "
+                f"{view.citations.get('fc', '')}); the weights' fc takes {truth.fc_in_width} (K x target_hidden_size):"
+                " the checkpoint's fc.weight does not fit it" + _fix(False),
+                subject="target_hidden_size",
+                expected=truth.fc_in_width,
+                actual=view.fc_in_width,
                 engine=rel,
             )
         )
