@@ -10,6 +10,12 @@ commit named in its citation (``file@commit:lines``), not at a release tag:
 - ``tensorrt_llm/llmapi/llm_args.py`` (``EagleDecodingConfig``): its fields were read in the index's text, whose commit
   and lines could not be pinned here, so no behaviour cites it.
 
+The 1.2.1 release could not be read at its tag: the repository snapshot (2,546,513,920 bytes) is over the 524,288,000
+bytes that can be fetched here, PyPI's ``tensorrt-llm`` 1.2.1 is a 10 kB ``wheel_stub`` sdist that downloads the
+wheel from NVIDIA's index at install time, and the index stores ``version.py`` at b35ac1b (1.2.0rc2) only.
+
+The AutoDeploy backend's own drafter is a runner record of its own: ``trtllm_autodeploy.py``.
+
 A second record, ``trtllm@main-00679c6``, is TensorRT-LLM's main branch as the index's newest copy of
 ``modeling_speculative.py`` (commit 00679c6, after 1.2.0rc2) has it: one EAGLE3 class that builds MLA attention for a
 draft with ``kv_lora_rank``, and reads ``fc_norm``, ``norm_before_fc`` (from ``eagle_config``) and ``norm_output``.

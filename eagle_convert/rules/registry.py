@@ -836,11 +836,16 @@ _RULES = (
         "engine-flag-misread",
         "error",
         summary=(
-            "An engine release builds the draft with a flag or fc width (fc_norm, "
-            "norm_before_fc, norm_before_residual, K) other than the weights need."
+            "An engine release builds the draft with a flag, RoPE or fc width (fc_norm, norm_before_fc, "
+            "norm_before_residual, norm_output, rope_scaling, K, fc's in-width) other than the weights need."
         ),
         fixable=True,
-        fix=_REWRITES,
+        fix=(
+            "run `eagle-convert normalize SRC OUT`: it writes the flags where the release reads them; where the "
+            "finding says normalize cannot fix it (the release never builds what the weights need: TensorRT-LLM's "
+            "AutoDeploy sizes fc from hidden_size and reads no rope_scaling), deploy on a release that builds it; "
+            "AutoDeploy reads norm_output only as eagle_config.return_hidden_post_norm: true"
+        ),
     ),
     Rule(
         "EC721",
