@@ -252,3 +252,22 @@ def test_an_mla_draft_on_a_release_without_mla_is_ec116(tmp_path: Path, capsys: 
         assert [f["rule_id"] for f in doc["findings"]] == rules and code == (1 if rules else 0), doc["findings"]
     code, out, _ = cli(capsys, "rule", "EC116")
     assert code == 0 and "attention-kind-not-built" in out
+
+
+def test_a_norm_output_the_release_never_reads_is_ec211(tmp_path: Path) -> None:
+    """An EAGLE3.1 draft (norm_output true: trained on the final norm's output as the carried state) on 1.2.0rc2,
+    whose Eagle3ForCausalLM has no norm_output branch (modeling_speculative.py@b35ac1b:97-140): the pre-norm state is
+    carried, a silent loss the gate names (it named fc_norm only); main at 00679c6 reads it (:712-714)."""
+    draft = write_layout(tmp_path / "eagle3.1", LAYOUTS["specforge-mha-eagle3.1"])
+    write_targets(tmp_path / "targets")
+    target = tmp_path / "targets" / "target-llama"
+    for release, subjects in (("trtllm@1.2", ["fc_norm", "norm_output"]), ("trtllm@main-00679c6", [])):
+        report = verify_checkpoint(draft, target=target, engine=release, compute_hashes=False)
+        found = sorted(f.subject or "" for f in report.findings if f.rule_id == "EC211" and f.engine == release)
+        assert found == subjects, report.findings
+    (loss,) = [
+        f
+        for f in verify_checkpoint(draft, target=target, engine="trtllm@1.2", compute_hashes=False).findings
+        if f.subject == "norm_output" and f.rule_id == "EC211"
+    ]
+    assert (loss.expected, loss.actual) == (True, False) and "pre-norm state" in loss.message
