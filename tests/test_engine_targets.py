@@ -48,6 +48,10 @@ def test_tables_hold_what_the_wheels_register() -> None:
             continue
         assert classes is not None, release.name
         for arch, cite in classes.eagle3.items():
+            if release.engine == "tokenspeed":  # read by hand from its wheel (releases/tokenspeed.py): lines and loops
+                assert re.fullmatch(r"tokenspeed/runtime/[\w/]+\.py", cite.file), (arch, cite)
+                assert re.match(r"\d+(-\d+)?\b", cite.lines), (arch, cite)
+                continue
             assert re.fullmatch(r"(sglang/srt|vllm)/[\w/]+\.py", cite.file) and cite.lines.isdigit(), (arch, cite)
         if classes.without is not None:
             assert not set(classes.without) & set(classes.eagle3)
@@ -203,7 +207,7 @@ def test_inspect_with_a_target_the_release_cannot_run_is_an_error_for_that_relea
     target = _target(tmp_path, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text")
     report = inspect_checkpoint(draft, target=target, engine="all")
     ec111 = {f.engine: f for f in report.findings if f.rule_id == "EC111"}
-    assert set(ec111) == {"vllm@0.33", "vllm@0.33-v1", "vllm@0.28"}
+    assert set(ec111) == {"vllm@0.33", "vllm@0.33-v1", "vllm@0.28", "tokenspeed@0.1.1"}
     found = ec111["vllm@0.33-v1"]
     assert found.severity == "error" and found.actual == "Gemma3ForCausalLM"
     assert "vllm@0.33-v1" in found.message and "vllm/v1/worker/gpu_model_runner.py:5173-5177" in found.message
