@@ -94,6 +94,13 @@ class DiskFullError(InputError):
     default_hint = "free some space on that filesystem (or write elsewhere) and run the command again"
 
 
+class SourceChangedError(InputError):
+    """An input file that changed between the reading of its header and the commit of the output (another process
+    wrote, replaced, grew or truncated it): nothing was written."""
+
+    default_hint = "another process changed the file during the run; run the command again once it is finished"
+
+
 class NormalizeRefused(InputError):
     """A draft `normalize` will not convert without guessing (ambiguous ids, flags that disagree with weights...)."""
 
@@ -151,6 +158,16 @@ class GateFailed(EagleConvertError):
 
     exit_code = EXIT_FINDINGS
     default_hint = "run `eagle-convert verify DIR` to see the findings; fix them (often: `eagle-convert normalize`)"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM while a command runs (raised by the console entry's handler, cli/entry.py): not an
+    ``Exception``, so no ``except Exception`` swallows it; every clean-up runs on the way out, and the CLI ends with
+    one line and exit 128 + the signal's number (130, 143)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)
 
 
 class UsageError(EagleConvertError):

@@ -66,7 +66,10 @@ class InspectReport:
                 "num_draft_layers": spec.num_draft_layers,
                 "weight_format": ckpt.weight_format,
                 "sharded": ckpt.index_path is not None or len(ckpt.shards) > 1,
-                "shards": [asdict(s) for s in ckpt.shards],
+                "shards": [  # the fingerprint is this machine's, not the report's
+                    {"name": s.name, "size": s.size, "tensor_count": s.tensor_count, "metadata": s.metadata}
+                    for s in ckpt.shards
+                ],
                 "pickle_files": list(ckpt.pickle_files),
             },
             "attention": spec.attention,

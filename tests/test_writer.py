@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UnsafePathError, UsageError
 from eagle_convert.normalize.writer import ShardPlan, TensorSource, WriteResult, write_checkpoint
 from eagle_convert.read.checkpoint import INDEX_NAME, open_checkpoint
+from eagle_convert.read.output_place import STAGING_MARKER
 from eagle_convert.read.safetensors_header import TensorInfo, build_header
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
@@ -294,8 +295,7 @@ def test_force_replaces_an_existing_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "stale.safetensors").write_bytes(b"old")
-    (out / "sub").mkdir()
-    (out / "sub" / "file").write_text("old")
+    (out / "tokenizer.json").write_text("{}")  # a checkpoint's files only: what --force may replace
     result = write_checkpoint(out, single_plan(src), config(src), force=True)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     assert result.left_behind == ()
@@ -494,14 +494,19 @@ def test_stale_partial_directories_are_removed(tmp_path: Path) -> None:
     stale = tmp_path / ".out.partial-0123456789abcdef"
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"half")
+    (stale / STAGING_MARKER).write_text("")  # a killed run's: the tool's marker is in it
     kept = [tmp_path / ".out.partial-notours", tmp_path / ".other.partial-0123456789abcdef"]
     for path in kept:
         path.mkdir()
+    users = tmp_path / ".out.partial-00000000000000aa"  # named like one, but without the marker: the user's
+    users.mkdir()
+    (users / "precious.txt").write_text("mine")
+    kept.append(users)
     kept_file = tmp_path / ".out.partial-fedcba9876543210"
     kept_file.write_text("a file, not a directory")
     write_checkpoint(out, single_plan(src), config(src))
     assert not stale.exists()
-    assert all(p.exists() for p in [*kept, kept_file])
+    assert all(p.exists() for p in [*kept, kept_file]) and (users / "precious.txt").read_text() == "mine"
     assert_same_tensors(src, out)
 
 

@@ -119,6 +119,7 @@ def normalize(
             token_ids=read_token_ids(token_ids) if token_ids else None,
             prompts=read_prompts(prompts) if prompts else None,
             probe_positions=probe_positions,
+            read_files=tuple(p for p in (token_ids, prompts) if p is not None),
         ).validate()  # every usage error, before the draft is opened
     with (
         json_errors(as_json, "normalize", src),

@@ -24,7 +24,6 @@ from eagle_convert.errors import (
     EagleConvertError,
     NormalizeRefused,
     NothingToCheckError,
-    OutputExistsError,
     UsageError,
     require_torch,
 )
@@ -35,6 +34,16 @@ from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
 from eagle_convert.read.hub_store import parse_repo_ref
+from eagle_convert.read.output_place import (
+    check_output_place,
+    check_replace,
+    drop_staging,
+    make_parents,
+    make_staging,
+    remove_made,
+    write_error,
+)
+from eagle_convert.read.source_files import SourceFiles
 from eagle_convert.releases import (
     FAMILY_MODEL_TYPE,
     RELEASES,
@@ -124,6 +133,8 @@ def normalize_checkpoint(
     req = (request if request is not None else NormalizeRequest.build(**options)).validate()
     if req.measures:
         require_torch("--aux-convention auto")
+    if not req.dry_run:
+        _check_out(Path(src), Path(out), req)
     if parse_repo_ref(str(src)) is not None:
         return _normalize_remote(str(src), Path(out), req, progress, progress_total)
     src, out = Path(src), Path(out)
@@ -160,7 +171,9 @@ def normalize_checkpoint(
         for r in _profile_releases(profile)
     ]
     findings += null_findings(ckpt.config or {}, source_views)  # what the nulls normalize writes out meant (EC508)
-    plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size)
+    # every shard read through one descriptor, as it was when its header was read (read/source_files.py)
+    sources = SourceFiles({ckpt.root / s.name: s.fingerprint for s in ckpt.shards})  # opened when read
+    plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size, sources)
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
     report = NormalizeReport(
@@ -185,9 +198,20 @@ def normalize_checkpoint(
         check = partial(_check_output, sem, family, PROFILE_ENGINES[profile], n, PROFILE_CONVENTION.get(profile))
         if progress_total is not None:
             progress_total(report.total_bytes)
-        write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check)
+        with sources:
+            write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check, sources=sources)
         report.written = True
     return report
+
+
+def _check_out(src: Path, out: Path, req: NormalizeRequest) -> None:
+    """OUT against every input of the run, before anything is read: the draft (its folder), the target (its
+    folder) and the files read into the request (``--token-ids``, ``--prompts``), by identity; then whether an
+    existing OUT may be replaced (``--force``, and only a checkpoint). UsageError or OutputExistsError: exit 2."""
+    given = [p for p in (src, req.target) if p is not None and os.path.lexists(p)]  # a Hub id is not a path here
+    folders = [p if p.is_dir() else p.parent for p in given]
+    check_output_place(out, [*given, *folders, *req.read_files], directory=True)
+    check_replace(out, req.force)
 
 
 def _measure_convention(
@@ -337,29 +361,23 @@ def _normalize_remote(
     progress: Callable[[int], None] | None,
     progress_total: Callable[[int], None] | None,
 ) -> NormalizeReport:
-    """Pull a Hub repo into a staging directory next to ``out``, normalize that, and remove it."""
-    import shutil
-    import tempfile
-
+    """Pull a Hub repo into a staging directory next to ``out``, normalize that, and remove it (OUT was checked
+    before the download, as the writer checks it after)."""
     from eagle_convert.read.hub_pull import pull_checkpoint
-    from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, write_error
 
-    check_output_place(out, [], directory=True)  # before the download, as the writer checks it after
-    if os.path.lexists(out) and not req.force:
-        raise OutputExistsError("the output already exists", path=out)
     try:
         made = make_parents(out)  # removed again after a failure
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.source-", dir=out.parent))
+        staging = make_staging(out, "source")
     except OSError as exc:
         raise write_error(exc, out) from None
     try:
         pulled = pull_checkpoint(ref, staging / "draft", allow_pickle=req.allow_pickle)
         report = normalize_checkpoint(staging / "draft", out, req, progress=progress, progress_total=progress_total)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        drop_staging(staging)
         remove_made(made)
         raise
-    shutil.rmtree(staging, ignore_errors=True)
+    drop_staging(staging)
     report.source = f"{ref} ({pulled.revision})"
     return report
 
@@ -374,15 +392,19 @@ def _normalize_pickle(
     progress_total: Callable[[int], None] | None,
 ) -> NormalizeReport:
     """Load pickle weights with the weights-only loader into a temporary safetensors file, then normalize that."""
-    import shutil
-    import tempfile
-
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pickle-", dir=out.parent if out.parent.exists() else None))
+    try:
+        made = make_parents(out)  # removed again after a failure
+        staging = make_staging(out, "pickle")
+    except OSError as exc:
+        raise write_error(exc, out) from None
     try:
         convert(ckpt, staging)
         report = normalize_checkpoint(staging, out, req, progress=progress, progress_total=progress_total)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        drop_staging(staging)
+        remove_made(made)
+        raise
+    drop_staging(staging)
     report.source = str(src)
     report.findings.append(
         finding(

@@ -44,6 +44,8 @@ class NormalizeRequest:
     prompts: tuple[str, ...] | None = None
     probe_positions: int = MIN_POSITIONS
     probe_steps: int = PROBE_STEPS
+    # the user's files read into this request (--token-ids, --prompts): inputs too, which OUT must not be or hold
+    read_files: tuple[Path, ...] = ()
 
     @classmethod
     def build(cls, **options: Any) -> NormalizeRequest:
@@ -59,6 +61,8 @@ class NormalizeRequest:
             options["token_ids"] = tuple(tuple(s) for s in options["token_ids"])
         if options.get("prompts") is not None:
             options["prompts"] = tuple(options["prompts"])
+        if options.get("read_files") is not None:
+            options["read_files"] = tuple(Path(p) for p in options["read_files"])
         return cls(**options)
 
     @property

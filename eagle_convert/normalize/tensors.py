@@ -8,6 +8,7 @@ compute bytes, one tensor at a time when the writer reaches them.
 from __future__ import annotations
 
 import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -15,12 +16,13 @@ from pathlib import Path
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import FC_NORM_RE
 from eagle_convert.draft.mapping import map_key, to_layout
-from eagle_convert.errors import InputError, NormalizeRefused
+from eagle_convert.errors import NormalizeRefused
 from eagle_convert.normalize.profiles import PROFILE_LAYOUT, Semantics
 from eagle_convert.normalize.writer import ShardPlan, TensorSource
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import PROVENANCE_KEY
 from eagle_convert.read.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
+from eagle_convert.read.source_files import SourceFiles
 
 _INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
 
@@ -45,13 +47,11 @@ def nbytes(t: TensorSource) -> int:
     return tensor_nbytes(t.dtype, t.shape) or 0
 
 
-def _read(root: Path, t: TensorInfo) -> bytes:
-    with open(root / t.shard, "rb") as f:
-        f.seek(t.start)
-        data = f.read(t.nbytes)
-    if len(data) != t.nbytes:
-        raise InputError(f"file ended inside tensor {t.name!r}", path=root / t.shard)
-    return data
+Read = Callable[[TensorInfo], bytes]  # a source tensor's bytes, through the run's one descriptor of its shard
+
+
+def _read(sources: SourceFiles, root: Path, t: TensorInfo) -> bytes:
+    return sources.read(root / t.shard, t.start, t.end)
 
 
 def _row_split(t: TensorInfo, rows: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -109,14 +109,23 @@ def _ints(data: bytes, dtype: str) -> array.array[int]:
 
 
 def plan_tensors(
-    src: Path, ckpt: Checkpoint, spec: DraftSpec, sem: Semantics, profile: str, max_shard_size: int | None
+    src: Path,
+    ckpt: Checkpoint,
+    spec: DraftSpec,
+    sem: Semantics,
+    profile: str,
+    max_shard_size: int | None,
+    sources: SourceFiles,
 ) -> TensorPlan:
+    """Every source tensor's action and the output shards; computed tensors read their bytes through ``sources``
+    (the writer's, which checks each shard against the fingerprint its header was read with)."""
     layout = spec.layer_prefix or "midlayer."
     out_layout = PROFILE_LAYOUT[profile]
     order = _block_order(spec)
     position = {old: new for new, old in enumerate(order)} if order else {}
     k = sem.num_aux_hidden_states
     root = ckpt.root
+    read: Read = partial(_read, sources, root)
     per_shard: dict[str, list[TensorSource]] = {}
     actions: list[TensorAction] = []
     d2t_info: TensorInfo | None = None
@@ -156,7 +165,7 @@ def plan_tensors(
                     name_out(target),
                     t.dtype,
                     t.shape,
-                    compute=partial(_permuted, root, t, rows, k, order),
+                    compute=partial(_permuted, read, t, rows, k, order),
                 ),
                 t.name,
                 "permute",
@@ -165,7 +174,7 @@ def plan_tensors(
         elif target == "input_norm.weight" and order:
             emit(
                 t.shard,
-                TensorSource(name_out(target), t.dtype, t.shape, compute=partial(_permuted, root, t, 1, k, order)),
+                TensorSource(name_out(target), t.dtype, t.shape, compute=partial(_permuted, read, t, 1, k, order)),
                 t.name,
                 "permute",
                 "input_norm segments reordered to ascending aux-layer order",
@@ -188,7 +197,7 @@ def plan_tensors(
                     "d2t",
                     "I64",
                     t.shape,
-                    compute=partial(_as_int64, root, t),
+                    compute=partial(_as_int64, read, t),
                 ),
                 t.name,
                 "convert",
@@ -197,7 +206,7 @@ def plan_tensors(
         elif target == "t2d" and t.dtype != "BOOL":
             emit(
                 t.shard,
-                TensorSource("t2d", "BOOL", t.shape, compute=partial(_as_bool, root, t)),
+                TensorSource("t2d", "BOOL", t.shape, compute=partial(_as_bool, read, t)),
                 t.name,
                 "convert",
                 f"t2d {t.dtype} -> BOOL",
@@ -222,7 +231,7 @@ def plan_tensors(
         info = d2t_info
         emit(
             d2t_shard or info.shard,
-            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, root, info, vocab, src)),
+            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, read, info, vocab, src)),
             None,
             "derive",
             "t2d derived from d2t (t2d[d + d2t[d]] = true)",
@@ -230,23 +239,23 @@ def plan_tensors(
     return TensorPlan(_shards(ckpt, per_shard, max_shard_size), actions)
 
 
-def _permuted(root: Path, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
-    return _permute_blocks(_read(root, t), rows, blocks, order)
+def _permuted(read: Read, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
+    return _permute_blocks(read(t), rows, blocks, order)
 
 
-def _as_int64(root: Path, t: TensorInfo) -> bytes:
-    return array.array("q", _ints(_read(root, t), t.dtype)).tobytes()
+def _as_int64(read: Read, t: TensorInfo) -> bytes:
+    return array.array("q", _ints(read(t), t.dtype)).tobytes()
 
 
-def _as_bool(root: Path, t: TensorInfo) -> bytes:
-    values = _ints(_read(root, t), t.dtype) if t.dtype in INT_DTYPES else None
+def _as_bool(read: Read, t: TensorInfo) -> bytes:
+    values = _ints(read(t), t.dtype) if t.dtype in INT_DTYPES else None
     if values is None or any(v not in (0, 1) for v in values):
         raise NormalizeRefused(f"t2d ({t.dtype}) holds values other than 0 and 1")
     return bytes(values)
 
 
-def _derive_t2d(root: Path, t: TensorInfo, vocab: int, src: Path) -> bytes:
-    offsets = _ints(_read(root, t), t.dtype)
+def _derive_t2d(read: Read, t: TensorInfo, vocab: int, src: Path) -> bytes:
+    offsets = _ints(read(t), t.dtype)
     mask = bytearray(vocab)
     for d, off in enumerate(offsets):
         target = d + off

@@ -24,16 +24,24 @@ a ``pread``/``write`` loop with an 8 MiB buffer. A kernel call that is missing, 
 EOPNOTSUPP, or copies nothing, moves this write on to the next way for the rest of the run. Each call copies at most
 64 MiB, and partial copies are resumed, so ``progress(nbytes)`` is called at least every 64 MiB of tensor data.
 
+**Sources read as they were.** Every source file is opened once, through :class:`~.source_files.SourceFiles`, and
+all its bytes (copies and the ``compute`` callables that read through the same object) come through that descriptor.
+With ``sources`` given, each file must still have the fingerprint taken when its header was read; before the commit
+every source is checked again, by descriptor and by path: a file replaced, written to, grown or truncated during the
+run is a :class:`SourceChangedError` and nothing is committed.
+
 **Atomic commit.** Everything is written into a fresh sibling ``.{out.name}.partial-{16 hex}`` of ``out`` (never
-inside ``out``). Every file is fsynced, every shard's header is read back with
-:func:`~.safetensors_header.read_header` and checked against the plan (names, dtypes, shapes, metadata,
-file size), and the directory is fsynced. Then, with no previous ``out``, the directory is renamed to ``out``; with a
-previous ``out`` and ``force``, the previous one is renamed to ``.{out.name}.old-{16 hex}``, the new one to ``out``,
-and the old one removed (if the second rename fails, the first is undone). The parent directory is fsynced after the
-renames. A process killed at any moment therefore leaves ``out`` absent, the previous ``out`` intact, or the complete
-new ``out`` -- never a half-written one -- plus possibly a ``.partial-*`` sibling (removed by the next write to the same
-``out``) or, when killed between the two renames, the previous checkpoint under ``.old-*`` (left alone: it may be the
-only copy of the previous output).
+inside ``out``), marked as the tool's by a ``.eagle-convert-staging`` file in it. Every file is fsynced, every
+shard's header is read back with :func:`~.safetensors_header.read_header` and checked against the plan (names,
+dtypes, shapes, metadata, file size), the sources are checked unchanged, the marker is removed and the directory is
+fsynced. Then, with SIGINT and SIGTERM held back until it is done: with no previous ``out``, the directory is renamed
+to ``out``; with a previous ``out`` and ``force``, the previous one is renamed to ``.{out.name}.old-{16 hex}``, the
+new one to ``out``, and the old one removed (if the second rename fails, the first is undone). The parent directory is
+fsynced after the renames. A process killed at any moment therefore leaves ``out`` absent, the previous ``out``
+intact, or the complete new ``out`` -- never a half-written one -- plus possibly a marked ``.partial-*`` sibling
+(removed by the next write to the same ``out``; a folder of that name without the marker is the user's and is never
+touched) or, when killed between the two renames, the previous checkpoint under ``.old-*`` (left alone: it may be the
+only copy of the previous output). An interrupt (SIGINT, SIGTERM) removes the partial directory on its way out.
 
 **Errors.** The plan is validated before anything is created:
 
@@ -42,9 +50,13 @@ only copy of the previous output).
   the caller);
 - a shard or file name that is not a plain name: :class:`UnsafePathError`;
 - the same tensor name twice, or a source file that is missing or shorter than a range: :class:`InputError`;
-- ``out`` inside, equal to, or a parent of a source file's directory, a special file, or under a file or a folder
-  that cannot be written: :class:`UsageError` (:func:`check_output_place`, which report writers share);
-- ``out`` existing without ``force``: :class:`OutputExistsError`.
+- ``out`` inside, equal to, or a parent of a source file's directory (by identity: a bind mount is the same
+  folder), a special file, or under a file or a folder that cannot be written: :class:`UsageError`
+  (:func:`check_output_place`, which report writers share);
+- ``out`` existing without ``force``, or holding anything but a checkpoint's files: :class:`OutputExistsError`
+  (:func:`check_replace`);
+- a source file that is not a regular file, is shorter than a range, or changed since its header was read:
+  :class:`InputError` (:class:`SourceChangedError`).
 
 While writing, any exception removes the partial directory and is re-raised; an ``OSError`` with ENOSPC or EDQUOT
 becomes :class:`DiskFullError`, any other ``OSError`` an :class:`InputError` naming ``out``. A ``compute`` that returns
@@ -58,7 +70,6 @@ import json
 import os
 import re
 import secrets
-import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,8 +77,22 @@ from pathlib import Path
 
 from eagle_convert.errors import InputError, OutputExistsError, UnsafePathError
 from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
-from eagle_convert.read.output_place import check_output_place, remove_tree, write_error
+from eagle_convert.read.output_place import (
+    check_output_place,
+    check_replace,
+    committed,
+    drop_staging,
+    is_staging,
+    keep_staging,
+    make_staging,
+    remove_tree,
+    signals_held,
+    track_staging,
+    unmark_staging,
+    write_error,
+)
 from eagle_convert.read.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
+from eagle_convert.read.source_files import SourceFiles
 
 COPY_BUFFER_BYTES = 8 * 1024 * 1024  # the read/write fallback's chunk
 KERNEL_CHUNK_BYTES = 64 * 1024 * 1024  # the most one copy_file_range/sendfile call is asked to copy
@@ -128,39 +153,49 @@ def write_checkpoint(
     force: bool = False,
     progress: Progress | None = None,
     check: Callable[[Path], None] | None = None,
+    sources: SourceFiles | None = None,
 ) -> WriteResult:
     """Write ``shards`` and ``files`` as the checkpoint directory ``out``, atomically (see the module docstring).
 
     ``progress(n)`` is called with the number of tensor bytes just written (headers and extra files not counted).
     ``check(tmp)`` runs on the finished temporary directory before the commit; if it raises, nothing is committed.
+    ``sources`` reads the source files (with the fingerprints their headers were read with); the caller closes it.
+    Without it, each source is fingerprinted when it is first opened here.
     """
     out = Path(out)
-    sources = _check_plan(shards, files)
-    _check_output(out, sources, force)
-    _check_sources(sources)
+    if sources is None:
+        with SourceFiles() as own:
+            return write_checkpoint(out, shards, files, force=force, progress=progress, check=check, sources=own)
+    ends = _check_plan(shards, files)
+    _check_output(out, ends, force)
+    _check_sources(ends, sources)
 
     left_behind: list[Path] = []
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         left_behind += _remove_stale_partials(out)
-        tmp = _make_partial_dir(out)
+        tmp = make_staging(out, "partial")
     except OSError as exc:
         raise write_error(exc, out) from exc
 
-    committed = False
+    done = False
     try:
-        written, nbytes = _write_all(tmp, shards, files, progress)
+        written, nbytes = _write_all(tmp, shards, files, progress, sources)
         _verify(tmp, shards)
         if check is not None:
             check(tmp)
+        unmark_staging(tmp)
         _fsync_dir(tmp)
-        old = _commit(tmp, out, force)
-        committed = True
+        sources.check_unchanged()  # nothing read changed while it was read: the last check before the commit
+        with signals_held():
+            old = _commit(tmp, out, force)
+            committed(tmp, out, old)
+            done = True
     except OSError as exc:
         raise write_error(exc, out) from exc
     finally:
-        if not committed:
-            remove_tree(tmp)
+        if not done:
+            drop_staging(tmp)
 
     try:
         _fsync_dir(out.parent)
@@ -168,7 +203,7 @@ def write_checkpoint(
         raise InputError(
             f"the checkpoint was written but its parent directory could not be synced: {exc.strerror or exc}", path=out
         ) from exc
-    if old is not None and not remove_tree(old):
+    if old is not None and not drop_staging(old):
         left_behind.append(old)
     return WriteResult(out, tuple(out / name for name in written), nbytes, tuple(left_behind))
 
@@ -232,21 +267,16 @@ def _check_plain_name(name: str) -> None:
 
 def _check_output(out: Path, sources: Mapping[Path, int], force: bool) -> None:
     check_output_place(out, sorted({src.parent for src in sources}), directory=True)
-    if os.path.lexists(out) and not force:
-        raise OutputExistsError("the output already exists", path=out)
+    check_replace(out, force)
 
 
-def _check_sources(sources: Mapping[Path, int]) -> None:
-    for path, end in sources.items():
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise InputError(f"cannot read source file: {exc.strerror or exc}", path=path) from None
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("source is not a regular file", path=path)
-        if st.st_size < end:
+def _check_sources(ends: Mapping[Path, int], sources: SourceFiles) -> None:
+    """Open every source file (a regular file, as fingerprinted) and check it holds every byte the plan reads."""
+    for path, end in ends.items():
+        size = sources.size(path)
+        if size < end:
             raise InputError(
-                f"source file is {st.st_size} bytes but tensors are read up to byte {end}",
+                f"source file is {size} bytes but tensors are read up to byte {end}",
                 path=path,
                 hint="the file changed or is truncated since it was read; re-download it",
             )
@@ -256,18 +286,15 @@ def _check_sources(sources: Mapping[Path, int]) -> None:
 
 
 def _write_all(
-    tmp: Path, shards: Sequence[ShardPlan], files: Mapping[str, bytes], progress: Progress | None
+    tmp: Path, shards: Sequence[ShardPlan], files: Mapping[str, bytes], progress: Progress | None, sources: SourceFiles
 ) -> tuple[list[str], int]:
     """Write every shard, the index and the extra files into ``tmp``; return their names and total size."""
     written: list[str] = []
     nbytes = 0
-    copier = _Copier(progress)
-    try:
-        for shard in shards:
-            nbytes += _write_shard(tmp / shard.name, shard, copier)
-            written.append(shard.name)
-    finally:
-        copier.close()
+    copier = _Copier(progress, sources)
+    for shard in shards:
+        nbytes += _write_shard(tmp / shard.name, shard, copier)
+        written.append(shard.name)
     extra = dict(files)
     if len(shards) > 1:
         extra = {INDEX_NAME: _index(shards), **extra}
@@ -343,24 +370,18 @@ def _write_computed(fd: int, t: TensorSource, progress: Progress | None) -> int:
 class _Copier:
     """Copies byte ranges of source files into an output fd, with the fastest call that works here.
 
-    Source files are opened read-only, once each, and closed by :meth:`close`.
+    Source files are read through ``sources``' one descriptor each (opened read-only, fingerprint checked).
     """
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: Progress | None, sources: SourceFiles) -> None:
         self.progress = progress
         self.use_copy_file_range = True
         self.use_sendfile = True
-        self._fds: dict[Path, int] = {}
-
-    def close(self) -> None:
-        while self._fds:
-            os.close(self._fds.popitem()[1])
+        self.sources = sources
 
     def copy(self, src: Path, start: int, end: int, dst: int) -> None:
         """Append bytes ``start:end`` of ``src`` at ``dst``'s current position."""
-        fd = self._fds.get(src)
-        if fd is None:
-            fd = self._fds[src] = os.open(src, os.O_RDONLY | _BINARY)
+        fd = self.sources.open(src)
         pos = start
         while pos < end:
             n = self._copy_some(fd, dst, pos, end - pos)
@@ -447,22 +468,13 @@ def _sibling(out: Path, kind: str) -> Path:
     return out.parent / f".{out.name}.{kind}-{secrets.token_hex(_RANDOM_HEX // 2)}"
 
 
-def _make_partial_dir(out: Path) -> Path:
-    while True:
-        tmp = _sibling(out, "partial")
-        try:
-            os.mkdir(tmp)
-            return tmp
-        except FileExistsError:
-            continue  # 64 random bits collided; draw again
-
-
 def _remove_stale_partials(out: Path) -> list[Path]:
-    """Remove ``.{out.name}.partial-{16 hex}`` directories left by killed runs; return those that would not go."""
+    """Remove the ``.{out.name}.partial-{16 hex}`` directories killed runs of this tool left (those holding its
+    marker; a folder of that name without it is the user's, and stays); return those that would not go."""
     pattern = re.compile(re.escape(f".{out.name}.partial-") + f"[0-9a-f]{{{_RANDOM_HEX}}}")
     left: list[Path] = []
     with os.scandir(out.parent) as entries:
-        stale = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+        stale = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and is_staging(Path(e.path))]
     for path in stale:
         if not remove_tree(path):
             left.append(path)
@@ -507,15 +519,25 @@ def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:
     """
     path = Path(path)
     tmp = path.parent / f".{path.name}.partial-{secrets.token_hex(8)}"
+    track_staging(tmp)  # removed on any way out, an interrupt included
+    created = done = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o644)
+        created = True
         try:
             _write_bytes(fd, text.encode("utf-8"))
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        with signals_held():
+            os.replace(tmp, path)
+            committed(tmp, path)
+            done = True
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise write_error(exc, path, what) from exc
+    finally:
+        if created and not done:
+            drop_staging(tmp)
+        elif not done:
+            keep_staging(tmp)  # not made by this run: never removed

@@ -16,6 +16,7 @@ from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, S
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.regular import read_regular
 from eagle_convert.read.safetensors_header import SafetensorsHeader, TensorInfo, read_header
+from eagle_convert.read.source_files import Fingerprint
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -24,6 +25,25 @@ INDEX_NAME = "model.safetensors.index.json"
 SAFETENSORS_SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+TOKENIZER_FILES = (  # what `pull --tokenizer` fetches beside a draft
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "generation_config.json",
+)
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """A name a checkpoint's files have (config, safetensors or pickle weights, an index, tokenizer files): what
+    ``normalize`` and ``pull`` write, and all that ``--force`` may replace."""
+    return (
+        name == CONFIG_NAME
+        or name in TOKENIZER_FILES
+        or name.endswith((SAFETENSORS_SUFFIX, INDEX_SUFFIX, ".bin.index.json", *PICKLE_SUFFIXES))
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +52,7 @@ class ShardInfo:
     size: int
     tensor_count: int
     metadata: dict[str, str]
+    fingerprint: Fingerprint | None = None  # the file as its header was read (None: read from the Hub)
 
 
 class Store(Protocol):
@@ -337,7 +358,7 @@ def _ensure_inside(root: Path, path: Path) -> None:
 
 
 def _shard_info(header: SafetensorsHeader) -> ShardInfo:
-    return ShardInfo(header.path.name, header.file_size, len(header.tensors), header.metadata)
+    return ShardInfo(header.path.name, header.file_size, len(header.tensors), header.metadata, header.fingerprint)
 
 
 def _tensor_map(headers: list[SafetensorsHeader], source: str | Path) -> dict[str, TensorInfo]:

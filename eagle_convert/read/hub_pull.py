@@ -23,21 +23,12 @@ from eagle_convert.read.checkpoint import (
     INDEX_SUFFIX,
     PICKLE_SUFFIXES,
     SAFETENSORS_SUFFIX,
+    TOKENIZER_FILES,
     open_checkpoint,
 )
 from eagle_convert.read.digest import HASH_CHUNK
 from eagle_convert.read.hub_store import HubStore, hub_repo_ref
 from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, remove_tree, write_error
-
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "generation_config.json",
-)
 
 
 @dataclass

@@ -33,11 +33,11 @@ _KINDS = (
 
 def open_regular(path: Path | str) -> BinaryIO:
     """``open(path, "rb")`` for a regular file; NotRegularFileError for anything else, OSError as ``open`` raises."""
-    _refuse(os.stat(path).st_mode, path)  # a socket cannot even be opened: say what it is
+    refuse_irregular(os.stat(path).st_mode, path)  # a socket cannot even be opened: say what it is
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags)
     try:
-        _refuse(os.fstat(fd).st_mode, path)  # what was opened, whatever replaced the name since
+        refuse_irregular(os.fstat(fd).st_mode, path)  # what was opened, whatever replaced the name since
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -46,7 +46,8 @@ def open_regular(path: Path | str) -> BinaryIO:
         raise
 
 
-def _refuse(mode: int, path: Path | str) -> None:
+def refuse_irregular(mode: int, path: Path | str) -> None:
+    """NotRegularFileError naming what ``mode`` is, unless it is a regular file's."""
     if not stat.S_ISREG(mode):
         kind = next((what for test, what in _KINDS if test(mode)), "not a regular file")
         raise NotRegularFileError(f"is {kind}, not a regular file: not read", path=path)

@@ -13,7 +13,7 @@ import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eagle_convert.errors import HeaderError
@@ -21,6 +21,7 @@ from eagle_convert.read.jsonstrict import JsonSyntaxError, decode_utf8, loads_st
 from eagle_convert.read.lfs import FIRST_BYTES as LFS_FIRST_BYTES
 from eagle_convert.read.lfs import MAX_POINTER_BYTES, pointer_error
 from eagle_convert.read.regular import open_regular
+from eagle_convert.read.source_files import Fingerprint
 
 PAGE = 4096
 # The reference parser's cap; a larger claimed header is refused before anything is allocated.
@@ -83,6 +84,8 @@ class SafetensorsHeader:
     data_start: int
     metadata: dict[str, str]
     tensors: tuple[TensorInfo, ...]
+    # the file as its header was read (fstat of that descriptor); None for a header read from elsewhere (the Hub)
+    fingerprint: Fingerprint | None = None
 
 
 def tensor_nbytes(dtype: str, shape: Iterable[int]) -> int | None:
@@ -138,14 +141,16 @@ def read_header(path: Path, shard: str | None = None) -> SafetensorsHeader:
     source = str(path)
     try:
         with open_regular(path) as f:
-            file_size = os.fstat(f.fileno()).st_size
+            fingerprint = Fingerprint.of(os.fstat(f.fileno()))
+            file_size = fingerprint.size
             n = header_length(f.read(8), file_size, source)
             raw = f.read(n)
     except OSError as exc:
         raise HeaderError(f"cannot read file: {exc.strerror or exc}", path=source) from None
     if len(raw) != n:
         raise HeaderError(f"file ended inside the {n}-byte header", path=source)
-    return parse_header(raw, file_size, source, shard if shard is not None else path.name)
+    header = parse_header(raw, file_size, source, shard if shard is not None else path.name)
+    return replace(header, fingerprint=fingerprint)
 
 
 def _metadata(value: object, source: str) -> dict[str, str]:
