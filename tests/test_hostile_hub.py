@@ -20,6 +20,7 @@ import pytest
 from eagle_convert.cli.main import main
 from eagle_convert.errors import HubError
 from eagle_convert.read import hub_store
+from eagle_convert.read.output_place import STAGING_MARKER
 from eagle_convert.read.redact import redact
 from fixtures.generate import write_layout, write_malformed
 from fixtures.layouts import LAYOUTS
@@ -232,6 +233,7 @@ def test_a_transfer_that_fails_part_way_keeps_only_checked_files_to_resume(
     staging = f".out.pull-{sha[:16]}"
     assert sorted(p.name for p in dest.iterdir()) == [staging]  # no OUT, half or whole
     kept = _tree(dest / staging)
+    assert kept.pop(STAGING_MARKER) is not None  # marked as the tool's: a rerun may take it up, nothing else
     assert sorted(kept) == ["config.json", SHARD_1]  # fetched in name order: those before SHARD_2, each checked
     assert all(kept[n] == draft[n] for n in kept)
 

@@ -70,7 +70,6 @@ import json
 import os
 import re
 import secrets
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +81,7 @@ from eagle_convert.read.output_place import (
     check_replace,
     committed,
     drop_staging,
+    fsync_dir,
     is_staging,
     keep_staging,
     make_staging,
@@ -185,7 +185,7 @@ def write_checkpoint(
         if check is not None:
             check(tmp)
         unmark_staging(tmp)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         sources.check_unchanged()  # nothing read changed while it was read: the last check before the commit
         with signals_held():
             old = _commit(tmp, out, force)
@@ -198,7 +198,7 @@ def write_checkpoint(
             drop_staging(tmp)
 
     try:
-        _fsync_dir(out.parent)
+        fsync_dir(out.parent)
     except OSError as exc:
         raise InputError(
             f"the checkpoint was written but its parent directory could not be synced: {exc.strerror or exc}", path=out
@@ -496,19 +496,6 @@ def _commit(tmp: Path, out: Path, force: bool) -> Path | None:
         os.rename(old, out)  # put the previous output back
         raise
     return old
-
-
-def _fsync_dir(path: Path) -> None:
-    if sys.platform == "win32":  # directories cannot be opened for fsync there
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):  # filesystems without directory fsync
-            raise
-    finally:
-        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str, what: str = "the report") -> None:

@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle_convert.errors import HubError, HubTransferError, OutputExistsError, UsageError
+from eagle_convert.errors import (
+    HubError,
+    HubTransferError,
+    Interrupted,
+    OutputExistsError,
+    SourceChangedError,
+    UsageError,
+)
 from eagle_convert.read.checkpoint import (
     CONFIG_NAME,
     INDEX_SUFFIX,
@@ -28,7 +36,25 @@ from eagle_convert.read.checkpoint import (
 )
 from eagle_convert.read.digest import HASH_CHUNK
 from eagle_convert.read.hub_store import HubStore, hub_repo_ref
-from eagle_convert.read.output_place import check_output_place, make_parents, remove_made, remove_tree, write_error
+from eagle_convert.read.output_place import (
+    STAGING_MARKER,
+    check_output_place,
+    check_replace,
+    committed,
+    drop_staging,
+    fsync_dir,
+    is_staging,
+    keep_staging,
+    make_parents,
+    mark_staging,
+    remove_made,
+    remove_tree,
+    signals_held,
+    track_staging,
+    unmark_staging,
+    write_error,
+)
+from eagle_convert.read.source_files import CHANGED, Fingerprint, SourceFiles
 
 
 @dataclass
@@ -63,8 +89,9 @@ def _wanted(name: str, allow_pickle: bool, tokenizer: bool) -> bool:
     )
 
 
-def _kept(store: HubStore, path: Path) -> TransferFile | None:
-    """``path`` as a file a pull already checked (a regular file of the listed size and hash), else None."""
+def _kept(store: HubStore, path: Path) -> tuple[TransferFile, Fingerprint] | None:
+    """``path`` as a file a pull already checked (a regular file of the listed size and hash) with the fingerprint
+    of the version hashed, else None."""
     remote = store.files[path.name]
     try:
         st = path.lstat()
@@ -72,54 +99,85 @@ def _kept(store: HubStore, path: Path) -> TransferFile | None:
             return None
         sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % remote.size, usedforsecurity=False)
         with path.open("rb") as f:
+            before = Fingerprint.of(os.fstat(f.fileno()))
             while chunk := f.read(HASH_CHUNK):
                 sha256.update(chunk)
                 blob.update(chunk)
+            if Fingerprint.of(os.fstat(f.fileno())) != before:  # written to while it was hashed: fetch it again
+                return None
     except OSError:
         return None
     if remote.sha256 and sha256.hexdigest() != remote.sha256:
         return None
     if not remote.sha256 and remote.blob_id and blob.hexdigest() != remote.blob_id:
         return None
-    return TransferFile(path.name, remote.size, sha256.hexdigest())
+    return TransferFile(path.name, remote.size, sha256.hexdigest()), before
 
 
 def _check_destination(out: Path, force: bool) -> None:
     """Refuse, before any request, an OUT that cannot become the pulled directory: one that exists (without
-    ``--force``), is not a directory, lies under a file, or sits where nothing can be written."""
+    ``--force``, or holding anything but a checkpoint's files), is not a directory, lies under a file, or sits where
+    nothing can be written."""
     check_output_place(out, [], directory=True)
-    if os.path.lexists(out) and not force:
-        raise OutputExistsError("the output already exists", path=out)
+    check_replace(out, force)
+
+
+def _check_staging_is_ours(staging: Path, out: Path) -> None:
+    """A folder at the staging name that this tool did not make (no marker in it) is the user's: refused, untouched."""
+    if os.path.lexists(staging) and not is_staging(staging):
+        raise OutputExistsError(
+            f"{staging.name} beside the output was not made by eagle-convert (it holds no {STAGING_MARKER}); "
+            "it is left as it is",
+            path=out,
+            hint=f"move {staging} away (or choose another output), then pull again",
+        )
 
 
 def _prepare_staging(staging: Path, names: list[str]) -> None:
-    """``staging`` as a directory holding nothing but files named in ``names`` (kept from an earlier try, checked
-    again before use): a link or file in its place, other files and folders are removed."""
-    if os.path.lexists(staging) and (staging.is_symlink() or not staging.is_dir()):
-        staging.unlink()
+    """``staging`` as the tool's marked directory holding nothing but files named in ``names`` (kept from an
+    earlier try, checked again before use): other files, links and folders in it are removed."""
+    track_staging(staging)
     staging.mkdir(exist_ok=True)
+    mark_staging(staging)
     for entry in staging.iterdir():
-        if entry.name not in names or entry.is_symlink() or not entry.is_file():
+        if entry.name != STAGING_MARKER and (entry.name not in names or entry.is_symlink() or not entry.is_file()):
             remove_tree(entry)
 
 
-def _commit(staging: Path, out: Path, force: bool, sha: str) -> None:
-    """Rename the checked ``staging`` to ``out``; with ``force``, a previous ``out`` is put back if that fails."""
-    if not os.path.lexists(out):
-        staging.rename(out)
-        return
-    if not force:
-        raise OutputExistsError("the output appeared while the pull ran", path=out)
-    old = out.parent / f".{out.name}.old-{sha[:16]}"
-    if os.path.lexists(old):
-        remove_tree(old)
-    out.rename(old)
-    try:
-        staging.rename(out)
-    except BaseException:
-        old.rename(out)
-        raise
-    remove_tree(old)
+def _commit(staging: Path, out: Path, force: bool) -> None:
+    """Rename the checked ``staging`` to ``out`` (SIGINT and SIGTERM held back meanwhile); with ``force``, a previous
+    ``out`` is moved aside to a new name, put back if the rename fails, and removed after."""
+    with signals_held():
+        if not os.path.lexists(out):
+            staging.rename(out)
+            committed(staging, out)
+            return
+        if not force:
+            raise OutputExistsError("the output appeared while the pull ran", path=out)
+        old = out.parent / f".{out.name}.old-{secrets.token_hex(8)}"
+        out.rename(old)
+        try:
+            staging.rename(out)
+        except BaseException:
+            old.rename(out)
+            raise
+        committed(staging, out, old)
+    drop_staging(old)
+
+
+def _seal(staging: Path, names: list[str], fingerprints: dict[str, Fingerprint]) -> None:
+    """The staged files as they were checked, synced to disk, and read by the strict reader through those same
+    versions: SourceChangedError if any changed since its hash was checked; the marker is taken out last."""
+    with SourceFiles({staging / n: fingerprints[n] for n in names}) as staged:
+        for name in names:
+            os.fsync(staged.open(staging / name))  # as normalize does: the data is on disk before the rename
+        ckpt = open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
+        for shard in ckpt.shards:
+            if shard.fingerprint != fingerprints.get(shard.name):
+                raise SourceChangedError(CHANGED, path=staging / shard.name)
+        staged.check_unchanged()
+    unmark_staging(staging)
+    fsync_dir(staging)
 
 
 def pull_checkpoint(
@@ -136,7 +194,8 @@ def pull_checkpoint(
     list what would be downloaded (names, sizes and sha256 as the Hub lists them) and write nothing.
 
     After a failure nothing is left at ``out``, and nothing beside it but, after a transfer that failed part way
-    (network, server errors, the deadline, Ctrl-C), the staging directory with the files already checked."""
+    (network, server errors, the deadline, Ctrl-C or SIGTERM), the staging directory with the files already
+    checked."""
     repo_id, revision = repo_ref(ref)
     out = Path(out)
     _check_destination(out, force)
@@ -152,17 +211,21 @@ def pull_checkpoint(
         listed = [TransferFile(n, store.files[n].size, store.files[n].sha256) for n in names]
         return PullReport(repo_id, store.sha, str(out), listed, dry_run=True)
     staging = out.parent / f".{out.name}.pull-{store.sha[:16]}"  # the same name on a rerun: downloads resume
+    _check_staging_is_ours(staging, out)
     made: list[Path] = []
     try:
         made = make_parents(out)
         _prepare_staging(staging, names)
-        files = [_kept(store, staging / n) or _download(store, n, staging) for n in names]
-        open_checkpoint(staging)  # the strict reader: a lying header or an index naming ../ never lands
-        _commit(staging, out, force, store.sha)
-    except (HubTransferError, KeyboardInterrupt) as exc:
-        kept = [p.name for p in staging.iterdir()] if staging.is_dir() else []
+        checked = [_kept(store, staging / n) or _download(store, n, staging) for n in names]
+        _seal(staging, names, {file.name: fingerprint for file, fingerprint in checked})
+        _commit(staging, out, force)
+        fsync_dir(out.parent)
+    except (HubTransferError, KeyboardInterrupt, Interrupted) as exc:
+        kept = [p.name for p in staging.iterdir() if p.name != STAGING_MARKER] if staging.is_dir() else []
         if not kept:
             _clean_up(staging, made)
+        else:
+            keep_staging(staging)  # the checked files, to resume from
         if isinstance(exc, HubTransferError) and kept:
             raise HubTransferError(
                 exc.cause,
@@ -177,16 +240,15 @@ def pull_checkpoint(
     except BaseException:
         _clean_up(staging, made)
         raise
-    return PullReport(repo_id, store.sha, str(out), files)
+    return PullReport(repo_id, store.sha, str(out), [file for file, _ in checked])
 
 
-def _download(store: HubStore, name: str, staging: Path) -> TransferFile:
-    sha256 = store.download(name, staging / name)
-    return TransferFile(name, store.files[name].size, sha256)
+def _download(store: HubStore, name: str, staging: Path) -> tuple[TransferFile, Fingerprint]:
+    sha256, fingerprint = store.download(name, staging / name)
+    return TransferFile(name, store.files[name].size, sha256), fingerprint
 
 
 def _clean_up(staging: Path, made: list[Path]) -> None:
     """Remove the staging directory and the folders this pull created above OUT (those left empty)."""
-    if os.path.lexists(staging):
-        remove_tree(staging)
+    drop_staging(staging)
     remove_made(made)

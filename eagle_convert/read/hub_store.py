@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +32,7 @@ from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.redact import has_userinfo, printable, redact, redact_url
 from eagle_convert.read.regular import MAX_SMALL_FILE  # config.json and index files: the same cap as on disk
 from eagle_convert.read.safetensors_header import SafetensorsHeader, header_length, parse_header
+from eagle_convert.read.source_files import Fingerprint
 
 T = TypeVar("T")
 
@@ -496,15 +498,16 @@ class HubStore:
         self.bytes_read += len(data)
         return data
 
-    def download(self, name: str, dest: Path) -> str:
+    def download(self, name: str, dest: Path) -> tuple[str, Fingerprint]:
         """Stream ``name`` into the new file ``dest`` (a link there is replaced, never followed), checked as it
-        comes: no more than its listed size, then its size and hash (LFS sha256, or the git object id) as listed.
-        Returns its sha256; on any failure ``dest`` is removed."""
+        comes: no more than its listed size, then its size and hash (LFS sha256, or the git object id) as listed,
+        and synced to disk. Returns its sha256 and the fingerprint of the file as written (whoever reads it later
+        checks it is still that file); on any failure ``dest`` is removed."""
         remote = self._file(name)
         source = self.location(name)
         seconds = DEADLINE_S + remote.size / MIN_RATE
 
-        def read(response: Any, deadline: float) -> str:
+        def read(response: Any, deadline: float) -> tuple[str, Fingerprint]:
             if response.status_code != 200:
                 raise HubError(f"the server answered HTTP {response.status_code} to a download", path=source)
             sha256, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % remote.size, usedforsecurity=False)
@@ -515,13 +518,16 @@ class HubStore:
                     sha256.update(chunk)
                     blob.update(chunk)
                 got = f.tell()
+                f.flush()
+                os.fsync(f.fileno())
+                written = Fingerprint.of(os.fstat(f.fileno()))
             if got != remote.size:
                 raise HubError(f"the server sent {got} of the {remote.size} bytes the Hub lists", path=source)
             if remote.sha256 and sha256.hexdigest() != remote.sha256:
                 raise HubError("the download does not match the Hub's sha256", path=source)
             if not remote.sha256 and remote.blob_id and blob.hexdigest() != remote.blob_id:
                 raise HubError("the download does not match the Hub's git object id", path=source)
-            return sha256.hexdigest()
+            return sha256.hexdigest(), written
 
         try:
             return _request(self._url(name), self._headers(), seconds, source, self.token, read)

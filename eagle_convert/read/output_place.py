@@ -17,6 +17,7 @@ import secrets
 import shutil
 import signal
 import stat
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -220,6 +221,21 @@ def write_error(exc: OSError, out: Path, what: str = "the checkpoint") -> InputE
         path=out,
         hint="choose an output path on a writable filesystem with room, outside the inputs",
     )
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync the directory ``path`` (its entries: a rename into it, the files made in it); a no-op on Windows and on
+    filesystems without directory fsync."""
+    if sys.platform == "win32":  # directories cannot be opened for fsync there
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
 
 
 def make_parents(out: Path) -> list[Path]:

@@ -13,9 +13,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.errors import PickleRefused, require_torch
+from eagle_convert.errors import EagleConvertError, InputError, PickleRefused, SourceChangedError, require_torch
 from eagle_convert.read.checkpoint import CONFIG_NAME, Checkpoint
-from eagle_convert.read.regular import refuse_pointer_file
+from eagle_convert.read.regular import open_regular, refuse_pointer_file
+from eagle_convert.read.source_files import CHANGED, Fingerprint
 
 MIN_TORCH = (2, 10)
 _UNSAFE_ENV = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
@@ -40,7 +41,15 @@ def load_weights_only(path: Path) -> dict[str, Any]:
     refuse_pointer_file(path)  # the unpickler would only say "invalid load key, 'v'"
     saved = os.environ.pop(_UNSAFE_ENV, None)  # this variable would turn the weights-only default off
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
+        with open_regular(path) as f:  # read through this descriptor, which must see no change while it loads
+            before = Fingerprint.of(os.fstat(f.fileno()))
+            state = torch.load(f, map_location="cpu", weights_only=True, mmap=False)
+            if Fingerprint.of(os.fstat(f.fileno())) != before or Fingerprint.of(os.stat(path)) != before:
+                raise SourceChangedError(CHANGED, path=path)
+    except EagleConvertError:  # not a regular file; changed while it loaded
+        raise
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", path=path) from None
     except Exception as exc:  # noqa: BLE001 - the unpickler raises many types; all mean "refused"
         raise PickleRefused(
             f"the weights-only loader refused the file: {type(exc).__name__}: "

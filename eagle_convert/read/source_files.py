@@ -65,6 +65,7 @@ class SourceFiles:
         if held is not None:
             return held[0]
         try:
+            refuse_irregular(os.stat(path).st_mode, path)  # a socket cannot even be opened: say what it is
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _BINARY)
         except OSError as exc:
             raise InputError(f"cannot read source file: {exc.strerror or exc}", path=path) from None

@@ -540,7 +540,7 @@ def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] |
     if ckpt.revision is not None and isinstance(store, HubStore):  # LFS hashes from the Hub; small files as read
         return [FileDigest(n, store.files[n].size, store.digest(n) if compute else None) for n in names]
     if compute:
-        return hash_files(ckpt.root, names, progress)
+        return hash_files(ckpt.root, names, progress, {s.name: s.fingerprint for s in ckpt.shards})
     return [FileDigest(n, (ckpt.root / n).stat().st_size, None) for n in names]
 
 
