@@ -181,4 +181,8 @@ def _one_line(message: str) -> str:
 
 
 def run() -> None:
-    sys.exit(main())
+    """The console entry, as ``eagle_convert.cli.entry.run`` (which the console script calls without loading this
+    module first, so that a signal while it loads is handled too)."""
+    from eagle_convert.cli.entry import run as entry_run
+
+    entry_run()
