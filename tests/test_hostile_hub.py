@@ -426,3 +426,101 @@ def test_push_answers_are_capped_and_on_a_deadline(
     words = "no complete answer within 1 s" if kind == "drip" else f"more than the {hub_store.MAX_LISTING} bytes"
     assert words in error.value.message and time.monotonic() - start < 30
     assert not [c for c in hub.commits("org/pub") if c.files]  # create_repo's empty initial commit only
+
+
+# ---- issue 38: nothing lost to a pull, and what it commits is what it checked ---------------------------------------
+
+
+def test_a_users_folder_at_the_pull_staging_name_is_refused_and_left_alone(
+    hub: FakeHub, draft: dict[str, bytes], dest: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Before: any folder at ``.OUT.pull-<sha>`` was taken for a resume and emptied of every file the repo lacks."""
+    sha = hub.add_repo("org/ok", draft)
+    users = dest / f".out.pull-{sha[:16]}"
+    users.mkdir()
+    (users / "precious.txt").write_text("mine")
+    (users / "config.json").write_text("{}")
+    code, _, err = _cli(capfd, "pull", "org/ok", str(dest / "out"))
+    assert code == 2 and "not made by eagle-convert" in _one_error(err), err
+    assert _tree(users) == {"config.json": b"{}", "precious.txt": b"mine"}
+    assert sorted(p.name for p in dest.iterdir()) == [users.name]
+
+
+def test_pull_force_replaces_only_a_checkpoint(
+    hub: FakeHub, draft: dict[str, bytes], dest: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    hub.add_repo("org/ok", draft)
+    out = dest / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("mine")
+    (out / "keep").mkdir()
+    code, _, err = _cli(capfd, "pull", "org/ok", str(out), "--force")
+    line = _one_error(err)
+    assert code == 2 and "precious.txt" in line and "keep/" in line and not _downloads(hub), err
+    assert _tree(out) == {"keep": None, "precious.txt": b"mine"}
+    (out / "precious.txt").unlink()
+    (out / "keep").rmdir()
+    (out / "config.json").write_text("{}")  # a checkpoint's files only: replaced
+    code, _, err = _cli(capfd, "pull", "org/ok", str(out), "--force")
+    assert code == 0, err
+    assert _tree(out) == draft and sorted(p.name for p in dest.iterdir()) == ["out"]
+
+
+def test_pull_syncs_every_file_to_disk_before_the_rename(
+    hub: FakeHub,
+    draft: dict[str, bytes],
+    dest: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As normalize does: every pulled file is fsynced, then its folder, before OUT is renamed into place."""
+    hub.add_repo("org/ok", draft)
+    events: list[str] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real_fsync(fd)
+
+    def rename(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> None:
+        events.append(f"rename {Path(a).name} {Path(b).name}")
+        real_rename(a, b)
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to name what each fsync syncs")
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    code, _, err = _cli(capfd, "pull", "org/ok", str(dest / "out"))
+    assert code == 0, err
+    commit = next(i for i, e in enumerate(events) if e.startswith("rename ") and e.endswith(" out"))
+    synced = {e.split(" ", 1)[1] for e in events[:commit] if e.startswith("fsync ")}
+    assert set(draft) <= synced, events
+
+
+def test_a_staged_file_changed_after_its_check_never_lands(
+    hub: FakeHub,
+    draft: dict[str, bytes],
+    dest: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process writes into the staging folder after a file's hash was checked (same size, other bytes):
+    the pull stops, nothing is at OUT, no staging left. Before, the changed bytes were committed as checked."""
+    from eagle_convert.read import hub_pull
+
+    hub.add_repo("org/ok", draft)
+    real_download = hub_pull._download
+
+    def download_then_tamper(store: hub_store.HubStore, name: str, staging: Path) -> object:
+        done = real_download(store, name, staging)
+        if name == SHARD_2:  # the same size, its last bytes flipped: written beside it and renamed over it
+            data = (staging / name).read_bytes()
+            (staging / "other").write_bytes(data[:-4] + bytes(b ^ 0xFF for b in data[-4:]))
+            os.replace(staging / "other", staging / name)
+        return done
+
+    monkeypatch.setattr(hub_pull, "_download", download_then_tamper)
+    code, _, err = _cli(capfd, "pull", "org/ok", str(dest / "out"))
+    line = _one_error(err)
+    assert code == 2 and SHARD_2 in line and "changed while it was read" in line, err
+    assert list(dest.iterdir()) == []
