@@ -69,8 +69,14 @@ def _after_interrupt(signum: int) -> int:
 
 
 def _ignore_signals() -> None:
+    """From now on a signal does nothing. A handler that does nothing, not SIG_IGN: a signal already caught but not
+    yet handled would otherwise raise "Signal N ignored due to race condition" where the run is."""
     for signum in SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+        signal.signal(signum, _no_op)
+
+
+def _no_op(_signum: int, _frame: FrameType | None) -> None:
+    return None
 
 
 def _say(line: str, *, flush: bool = True) -> None:
