@@ -87,7 +87,7 @@ def test_the_target_folder_is_never_replaced_or_written_into(draft: Path, target
     cases = [
         ([str(target), "--target", str(target), "--force"], "the output is the input"),  # measured: TGT replaced
         ([str(target / "draft-out"), "--target", str(target)], "the output is inside the input"),  # measured: written
-        ([str(target / "draft-out"), "--target", str(target / "config.json")], "is inside the input"),
+        ([str(target / "config.json"), "--target", str(target / "config.json"), "--force"], "is the input"),
         ([str(tmp_path), "--target", str(target), "--force"], "the output contains the input"),
     ]
     for args, needle in cases:

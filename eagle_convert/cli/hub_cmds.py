@@ -18,7 +18,7 @@ def pull(
     out: Path = typer.Argument(..., metavar="OUT", help="Directory to create (renamed into place when complete)."),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="Also download .bin/.pt weights."),
     tokenizer: bool = typer.Option(False, "--tokenizer", help="Also download tokenizer files."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing OUT that holds a checkpoint's files only."),
     token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="List the files a pull would download (sizes, sha256); download and write nothing."

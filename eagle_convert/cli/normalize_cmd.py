@@ -69,7 +69,9 @@ def normalize(
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Convert .bin/.pt weights with torch's weights-only loader."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing OUT (atomically)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing OUT (atomically) that holds a checkpoint's files only."
+    ),
     max_shard_size: str | None = typer.Option(
         None, "--max-shard-size", metavar="SIZE", help="Re-split the output into shards of at most SIZE (e.g. 5GB)."
     ),

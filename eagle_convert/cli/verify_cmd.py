@@ -349,8 +349,7 @@ def verify(
     level = checked.level
     chosen_engine, chosen_fail = request.engine, request.fail_level
     if output is not None:
-        target_folder = target.parent if target is not None and target.is_file() else None  # its config.json given
-        inputs = [*checkpoints, target, target_folder, token_ids, prompts, reference_hidden_states, engine_config]
+        inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
         from eagle_convert.read.output_place import check_output_place
 
         check_output_place(output, [Path(p) for p in (*inputs, engine_python) if p is not None], directory=False)

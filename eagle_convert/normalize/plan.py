@@ -205,12 +205,12 @@ def normalize_checkpoint(
 
 
 def _check_out(src: Path, out: Path, req: NormalizeRequest) -> None:
-    """OUT against every input of the run, before anything is read: the draft (its folder), the target (its
-    folder) and the files read into the request (``--token-ids``, ``--prompts``), by identity; then whether an
-    existing OUT may be replaced (``--force``, and only a checkpoint). UsageError or OutputExistsError: exit 2."""
-    given = [p for p in (src, req.target) if p is not None and os.path.lexists(p)]  # a Hub id is not a path here
-    folders = [p if p.is_dir() else p.parent for p in given]
-    check_output_place(out, [*given, *folders, *req.read_files], directory=True)
+    """OUT against every input of the run, before anything is read: the draft (a weights file stands for its
+    folder, where its config.json must be), the target (a folder, or the config.json given) and the files read into
+    the request (``--token-ids``, ``--prompts``), by identity; then whether an existing OUT may be replaced
+    (``--force``, and only a checkpoint). UsageError or OutputExistsError: exit 2."""
+    draft = [src, src.parent] if os.path.isfile(src) else [src]  # a Hub id is no path here: skipped
+    check_output_place(out, [*draft, *([req.target] if req.target else []), *req.read_files], directory=True)
     check_replace(out, req.force)
 
 

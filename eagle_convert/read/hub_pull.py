@@ -3,9 +3,12 @@
 OUT is checked before any request (it must not exist unless ``--force``, must be or become a directory, and its
 folder must be writable). The files go into a resumable staging directory next to the output, each fetched by its
 exact name (never a pattern) and checked as it streams: no more than its listed size, then its size and hash against
-the Hub's metadata (LFS sha256, or the git blob id of small files). The strict reader validates the checkpoint, and
-only then is it renamed to the output. After a failure nothing is at OUT; the staging directory stays only after a
-transfer that failed part way, holding only files already checked, and is removed after any other failure.
+the Hub's metadata (LFS sha256, or the git blob id of small files), and fingerprinted as checked (read/source_files.py).
+Every file is then fsynced and the strict reader validates the checkpoint through those same versions (a file changed
+since its check stops the pull); only then is the directory renamed to the output. After a failure nothing is at OUT;
+the staging directory (marked as the tool's: a folder of that name without the marker is never touched) stays only
+after a transfer that failed part way or was interrupted, holding only files already checked, and is removed after
+any other failure.
 (``hub.publish`` holds the verify-gated push; ``normalize`` pulls through here.)
 """
 
