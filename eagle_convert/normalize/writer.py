@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.errors import InputError, OutputExistsError, UnsafePathError
+from eagle_convert.errors import InputError, OutputExistsError, SourceChangedError, UnsafePathError
 from eagle_convert.read.checkpoint import INDEX_NAME, SAFETENSORS_SUFFIX, is_plain_name
 from eagle_convert.read.output_place import (
     check_output_place,
@@ -92,7 +92,7 @@ from eagle_convert.read.output_place import (
     write_error,
 )
 from eagle_convert.read.safetensors_header import DTYPE_BITS, build_header, read_header, tensor_nbytes
-from eagle_convert.read.source_files import SourceFiles
+from eagle_convert.read.source_files import CHANGED, SourceFiles
 
 COPY_BUFFER_BYTES = 8 * 1024 * 1024  # the read/write fallback's chunk
 KERNEL_CHUNK_BYTES = 64 * 1024 * 1024  # the most one copy_file_range/sendfile call is asked to copy
@@ -386,7 +386,9 @@ class _Copier:
         while pos < end:
             n = self._copy_some(fd, dst, pos, end - pos)
             if n == 0:
-                raise InputError(f"source file ended at byte {pos}, before the end of a tensor at byte {end}", path=src)
+                raise SourceChangedError(
+                    f"ended at byte {pos}, before the end of a tensor at byte {end}: {CHANGED}", path=src
+                )
             pos += n
             if self.progress is not None:
                 self.progress(n)
