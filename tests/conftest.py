@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -54,6 +55,110 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         elapsed = time.monotonic() - start
         if elapsed >= HEARTBEAT_S or item.get_closest_marker("slow") is not None:
             reporter.write_line(f"  {item.nodeid} took {elapsed:.0f} s")
+
+
+# ---- every JSON document the tool writes during a test validates against its published schema ---------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Record every JSON document eagle-convert writes, in this process and in every Python the tests start
+    (tests/json_documents.py, as ``sitecustomize`` on their PYTHONPATH)."""
+    import shutil
+    import tempfile
+
+    from tests import json_documents
+
+    directory = tempfile.mkdtemp(prefix="eagle-convert-json-")
+    site = Path(directory) / "site"
+    (site / "records").mkdir(parents=True)
+    shutil.copyfile(json_documents.__file__, site / "sitecustomize.py")
+    os.environ[json_documents.LOG_ENV] = str(site / "records")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    json_documents.install()
+    config.stash[_RECORDS] = (str(site / "records"), {})
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
+_RECORDS = pytest.StashKey[tuple[str, dict[str, int]]]()
+
+
+def schema_of(doc: Any) -> str | None:
+    """The published schema a document the tool wrote must validate against (None: a document no schema describes,
+    e.g. `rules --json`, `engines --json`; "unknown": a report no classification here recognises)."""
+    if isinstance(doc, list):
+        return "verify-reports" if doc and all(isinstance(d, dict) and "checkpoint" in d for d in doc) else None
+    if not isinstance(doc, dict):
+        return None
+    if "runs" in doc and "sarif" in str(doc.get("$schema", "")):
+        return "sarif-schema-2.1.0"
+    if "schema_version" not in doc:
+        return None
+    if "checkpoint" in doc:
+        return "verify-report"
+    if doc.get("status") == "error" and "error" in doc:
+        return "error"
+    if "profile" in doc and "out" in doc:
+        return "normalize-report"
+    if "aux_layers" in doc:
+        return "inspect-report"
+    return "unknown"
+
+
+def schema_problem(doc: Any) -> str | None:
+    """Why ``doc`` breaks its published schema, on one line (None: it validates, or no schema describes it)."""
+    from jsonschema.exceptions import best_match
+
+    name = schema_of(doc)
+    if name is None:
+        return None
+    if name == "unknown":
+        return "a document with schema_version that no published schema describes"
+    error = best_match(_validator(name).iter_errors(doc))
+    if error is None:
+        return None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "the document"
+    message = " ".join(str(error.message).split())[:300]
+    return f"breaks eagle_convert/schemas/{_file_name(name)} at {where}: {message}"
+
+
+def _file_name(name: str) -> str:
+    from eagle_convert.schemas import schema_file
+
+    return schema_file(name).name
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    """The published schema ``name``'s validator, every other published schema resolvable by its $id."""
+    from jsonschema.validators import validator_for
+    from referencing import Registry, Resource
+
+    from eagle_convert.schemas import load, schema_file
+
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in SCHEMAS.glob("*.json")]
+    registry: Registry[Any] = Registry().with_resources(
+        (d["$id"], Resource.from_contents(d)) for d in docs if isinstance(d.get("$id"), str)
+    )
+    schema = load(name) if schema_file(name).is_file() else {}
+    return validator_for(schema)(schema, registry=registry)
+
+
+@pytest.fixture(autouse=True)
+def _json_documents_match_their_schemas(request: pytest.FixtureRequest) -> Any:
+    """After each test: every JSON document the tool wrote meanwhile (in any process) against its schema."""
+    yield
+    from tests.json_documents import recorded
+
+    directory, seen = request.config.stash[_RECORDS]
+    problems = []
+    for entry in recorded(directory, seen):
+        problem = schema_problem(json.loads(entry["text"]))
+        if problem is not None:
+            problems.append(
+                f"{entry['test'] or 'a session fixture'} (pid {entry['pid']}) wrote a document that {problem}"
+            )
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
 
 
 @pytest.fixture(scope="session")

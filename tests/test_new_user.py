@@ -54,7 +54,7 @@ def test_h_is_help_and_help_texts_are_whole(capsys: pytest.CaptureFixture[str]) 
     code, out, err = cli(capsys, "verify", "-h")
     assert code == 0 and err == ""
     text = " ".join(out.split())
-    assert "both (newest of each) or all; [tool.eagle-convert] engine" in text  # brackets were markup before
+    assert "([tool.eagle-convert] engine in pyproject.toml sets the default)" in text  # brackets were markup before
     assert "Lowest severity that fails [error]." in text
     assert "reports which target boundaries they are." in text  # was cut at 80 columns
     assert "<bool>" not in out and "╭" not in out
@@ -293,7 +293,7 @@ def test_a_mistyped_local_path_is_a_missing_path(
         (
             'engine = "tensorrt"',
             "engine = 'tensorrt': unknown engine 'tensorrt'",
-            "choose sglang, vllm, trtllm, tokenspeed, both, deployed, all",
+            "choose vllm, sglang, trtllm, tokenspeed, deployed, both, all",
         ),
         ('select = ["EC9"]', "select: no rule id starts with EC9", "eagle-convert rules"),
         ("ignore = 3", "ignore must be a list of rule ids", "write it like"),

@@ -40,7 +40,7 @@ def _check(rule_id: str, outcome: str, reason: str = "") -> CheckOutcome:
 def report(tmp_path: Path) -> VerifyReport:
     return VerifyReport(
         path=str(tmp_path / "draft"),
-        level="full",
+        level="tensors",
         engine="both",
         fail_level="error",
         status="fail",
@@ -57,7 +57,7 @@ def report(tmp_path: Path) -> VerifyReport:
             _check(INFO, "fail"),
             _check(ERR2, "fail"),
             _check(_rule("warning", skip=(WARN,)), "pass"),
-            _check(_rule("info", skip=(INFO,)), "skipped", "needs --level full"),
+            _check(_rule("info", skip=(INFO,)), "skipped", "needs --level tensors"),
         ],
         files=[FileDigest("config.json", 812, SHA), FileDigest("model.safetensors", 4096, None)],
     )
@@ -67,7 +67,7 @@ def report(tmp_path: Path) -> VerifyReport:
 def error_report(tmp_path: Path) -> VerifyReport:
     return VerifyReport(
         path=str(tmp_path / "missing"),
-        level="standard",
+        level="static",
         engine="vllm",
         fail_level="warning",
         status="error",
@@ -151,7 +151,7 @@ def test_sarif_locations_are_relative_to_the_checkpoint(report: VerifyReport) ->
 
 def test_sarif_uris_are_escaped_relative_references(tmp_path: Path) -> None:
     finding = Finding(WARN, "warning", "m", "sub\\a:b, c.safetensors")
-    r = VerifyReport(str(tmp_path), "standard", "both", "error", "pass", findings=[finding])
+    r = VerifyReport(str(tmp_path), "static", "both", "error", "pass", findings=[finding])
     log = to_sarif(r)
     _validate_sarif(log)
     uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
@@ -172,7 +172,7 @@ def test_partial_fingerprints_are_deterministic_and_distinct(report: VerifyRepor
     # Severity, expected/actual and the checkpoint location do not move a finding's identity.
     moved = VerifyReport(
         "/elsewhere",
-        "full",
+        "tensors",
         "both",
         "error",
         "fail",
@@ -212,7 +212,7 @@ def test_junit_fails_only_rules_with_error_findings(report: VerifyReport) -> Non
     assert (warned.findtext("system-out") or "").startswith("warning layers.0.x: 100% odd")
     assert cases[f"eagle-convert.{INFO}"].find("failure") is None
     skipped = [c.find("skipped") for c in suite.iter("testcase") if c.find("skipped") is not None]
-    assert [s.get("message") for s in skipped if s is not None] == ["needs --level full"]
+    assert [s.get("message") for s in skipped if s is not None] == ["needs --level tensors"]
 
 
 def test_junit_input_error(error_report: VerifyReport) -> None:
@@ -226,7 +226,7 @@ def test_junit_input_error(error_report: VerifyReport) -> None:
 
 def test_junit_survives_control_characters(tmp_path: Path) -> None:
     finding = Finding(ERR, "error", "bad \x00 byte & <tag>", "config.json")
-    r = VerifyReport(str(tmp_path), "standard", "both", "error", "fail", [finding], [_check(ERR, "fail")])
+    r = VerifyReport(str(tmp_path), "static", "both", "error", "fail", [finding], [_check(ERR, "fail")])
     failure = _junit(to_junit(r)).find("testsuite/testcase/failure")
     assert failure is not None and failure.get("message") == "bad \ufffd byte & <tag>"
 
@@ -237,7 +237,7 @@ def test_github_annotations_escape_data_and_properties(tmp_path: Path) -> None:
         Finding(WARN, "warning", "w", "model.safetensors", "t"),
         Finding(INFO, "info", "i"),
     ]
-    r = VerifyReport(str(tmp_path / "ckpt"), "standard", "both", "error", "fail", findings)
+    r = VerifyReport(str(tmp_path / "ckpt"), "static", "both", "error", "fail", findings)
     lines = github_annotations(r, cwd=str(tmp_path)).splitlines()
     title = f"{ERR} {RULES[ERR].name}".replace(",", "%2C").replace(":", "%3A")
     assert lines == [
@@ -268,7 +268,7 @@ def test_markdown_summary(report: VerifyReport, error_report: VerifyReport) -> N
     assert table[0] == f"{cells} fc width 12288 != 3 * 4096 \\| mismatch |"
     assert all(line.count("|") - line.count("\\|") == 6 for line in md.splitlines() if line.startswith("| EC"))
     assert "100% odd: tensor<br>not recognised" in md
-    assert "<details>" in md and "</details>" in md and "needs --level full" in md
+    assert "<details>" in md and "</details>" in md and "needs --level tensors" in md
     assert f"| `config.json` | 812 | `{SHA}` |" in md
     assert "| `model.safetensors` | 4096 | not computed |" in md
     err = markdown_summary(error_report)

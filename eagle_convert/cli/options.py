@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from eagle_convert import engines
 from eagle_convert.draft.aux_layers import CONVENTIONS
 from eagle_convert.errors import UsageError
 from eagle_convert.normalize.profiles import PROFILES
@@ -139,9 +140,10 @@ def family_option(help: str) -> Any:
 # --engine: which modelled releases a command checks (verify, inspect, push)
 ENGINES_METAVAR = "ENGINE[,ENGINE...]"
 ENGINES_HELP = (
-    "Engine releases the draft must load right in: deployed (every release users still deploy, the default), "
-    "sglang or vllm (newest modelled), name@release (e.g. vllm@0.33-v1), comma lists, both (newest of each) or all; "
-    "[tool.eagle-convert] engine in pyproject.toml sets the default. `eagle-convert engines` lists them."
+    "Engine releases the draft must load right in ([tool.eagle-convert] engine in pyproject.toml sets the default): "
+    f"deployed (every release users still deploy, the default), an engine ({', '.join(engines.NAMES)}: its newest "
+    f"modelled release), name@release (e.g. vllm@0.33-v1), comma lists, both (newest of "
+    f"{' and '.join(engines.DEFAULT_NAMES)}) or all. `eagle-convert engines` lists them."
 )
 
 
@@ -152,10 +154,10 @@ def engine_option(help: str = ENGINES_HELP, **kwargs: Any) -> Any:
 
 def complete_engines(incomplete: str) -> list[str]:
     """Shell completion of --engine: the keywords and release names, after any comma already typed."""
-    from eagle_convert.releases import DEFAULT_ENGINES, ENGINES, RELEASES
+    from eagle_convert.releases import RELEASES, SELECTIONS
 
     head, comma, last = incomplete.rpartition(",")
-    words = (DEFAULT_ENGINES, "all", "both", *ENGINES, *RELEASES)
+    words = (*SELECTIONS, *engines.NAMES, *RELEASES)
     return [head + comma + w for w in words if w.startswith(last)]
 
 

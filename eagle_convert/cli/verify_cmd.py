@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from eagle_convert import engines
 from eagle_convert.cli.options import (
     ENGINES_HELP,
     OUTPUT,
@@ -249,8 +250,8 @@ def verify(
         "--engine-url",
         metavar="URL",
         help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server, "
-        "SGLang's or trtllm-serve, detected; --engine vllm|sglang|trtllm forces one): the engine level without "
-        "starting an engine, so --target needs only its config. Implies --level engine.",
+        f"SGLang's or trtllm-serve, detected; --engine {'|'.join(engines.ATTACHABLE)} forces one): the engine level "
+        "without starting an engine, so --target needs only its config. Implies --level engine.",
         rich_help_panel=SERVER,
     ),
     engine_url_token: str | None = typer.Option(
@@ -402,7 +403,7 @@ def _attached_server(
     url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None, new_tokens: int
 ) -> AttachedServer | None:
     """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
-    names its engine only when it is one of vllm, sglang or trtllm (a release list leaves it to detection). An
+    names its engine only when it is one of those --engine-url measures (a release list leaves it to detection). An
     option of the attached run without --engine-url is a usage error, never dropped."""
     from eagle_convert.real_engine.attach import ENGINES, token_from_env
     from eagle_convert.real_engine.served import AttachedServer

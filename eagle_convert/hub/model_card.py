@@ -70,10 +70,13 @@ def trtllm_launch(spec: DraftSpec, releases: list[Release], target: str, draft: 
     ]
 
 
-def engine_launch(engine: str, spec: DraftSpec, releases: list[Release], target: str, draft: str) -> str:
-    """``engine``'s launch command; for a release whose server argument replaces the draft's ids (TokenSpeed's
-    ``--eagle3-layers-to-capture``), with the value its record advises where the draft's own ids feed other states."""
+def engine_launch(engine: str, spec: DraftSpec, releases: list[Release], target: str, draft: str) -> str | None:
+    """``engine``'s launch command (None where its records hold none: TensorRT-LLM, trtllm_launch); for a release
+    whose server argument replaces the draft's ids (TokenSpeed's ``--eagle3-layers-to-capture``), with the value its
+    record advises where the draft's own ids feed other states."""
     command = launch_command(engine, target, draft)
+    if command is None:
+        return None
     chosen = [r for r in releases if r.engine == engine and r.ids_setting is not None]
     setting = (views(spec, chosen[:1])[0].capture_setting or {}).get(CAPTURE_KEY) if chosen else None
     if setting is None:
@@ -157,16 +160,9 @@ def render_card(
         "",
         *[
             line
-            for engine in engines
-            if engine != "trtllm"  # its launch lines carry a deployment setting: trtllm_launch
-            for line in (
-                f"{engine}:",
-                "",
-                "```bash",
-                engine_launch(engine, spec, releases, target_name, repo_id),
-                "```",
-                "",
-            )
+            for engine, command in ((e, engine_launch(e, spec, releases, target_name, repo_id)) for e in engines)
+            if command is not None  # TensorRT-LLM's launch lines carry a deployment setting: trtllm_launch
+            for line in (f"{engine}:", "", "```bash", command, "```", "")
         ],
         *trtllm_launch(spec, releases, target_name, repo_id),
         "## Verification",

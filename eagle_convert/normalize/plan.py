@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.draft.aux_layers import TRAINS_WITH_DEFAULTS, default_hidden_states
 from eagle_convert.draft.detect import DraftSpec, detect, with_measured_convention
 from eagle_convert.draft.layouts import split_name
@@ -59,8 +60,14 @@ from eagle_convert.rules.registry import RULES, finding
 from eagle_convert.verify.static_config import null_findings
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
-# The engines each profile is written for (the output must select the trained hidden states in each).
-PROFILE_ENGINES = {"portable": ("vllm", "sglang"), "sglang": ("sglang",), "vllm": ("vllm",), "speculators": ("vllm",)}
+# The engines each profile is written for (the output must select the trained hidden states in each): portable for
+# the engines of the default selection (vLLM and SGLang: it writes the ids in both readings), a profile named for an
+# engine for that engine, speculators for vLLM (the one engine that reads the speculators format).
+PROFILE_ENGINES: dict[str, tuple[str, ...]] = {
+    "portable": engines.DEFAULT_NAMES,
+    **{profile: (profile,) for profile in PROFILES if profile in engines.NAMES},
+    "speculators": ("vllm",),
+}
 
 
 @dataclass(frozen=True)

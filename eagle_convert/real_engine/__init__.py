@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert import engines
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.real_engine.base import (
     EngineObservation,
@@ -79,7 +80,7 @@ def _runner(name: str) -> EngineRunner:
     return VllmRunner()
 
 
-RUNNERS = ("vllm", "sglang")
+RUNNERS = engines.RUNNERS  # the engines the engine level starts (eagle_convert/engines.py)
 
 
 def observe(

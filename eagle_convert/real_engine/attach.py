@@ -49,12 +49,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.read.redact import redact_url
 from eagle_convert.real_engine.base import acceptance
 
 TOKEN_ENV = "EAGLE_CONVERT_ENGINE_URL_TOKEN"  # the API key when --engine-url-token is not given
-ENGINES = ("vllm", "sglang", "trtllm")
+ENGINES = engines.ATTACHABLE  # the engines whose servers this module detects and measures (MEASURE below)
 SETTLE_S = 10.0  # vLLM records a step's counters just after it answers: wait this long for them to catch up
 MAX_BODY_BYTES = 64 << 20  # the largest answer read (a vLLM /metrics page is tens of KiB, an answer a few KiB)
 MAX_REDIRECTS = 3  # same-origin redirects followed; one to another origin is an error
@@ -80,7 +81,7 @@ class ServerInfo:
     """What the server says about itself: engine, version, the model it serves and its speculative settings."""
 
     url: str
-    engine: str  # "vllm" | "sglang" | "trtllm"
+    engine: str  # one of ENGINES
     version: str
     model: str  # the name requests address (vLLM: /v1/models id; SGLang: model_path)
     model_path: str | None  # where the server loaded the target from (as the server names it)
@@ -396,7 +397,7 @@ def _per_position(samples: Samples) -> dict[int, float]:
 
 def detect(url: str, token: str | None = None, timeout: float = 30.0, engine: str | None = None) -> ServerInfo:
     """Which engine serves ``url``, its version, the model and the speculative settings it reports. ``engine``
-    ("vllm" / "sglang") skips the detection. AttachError when the server is not reachable or not speculative."""
+    (one of ENGINES) skips the detection. AttachError when the server is not reachable or not speculative."""
     return _detect(_connect(url, token), timeout, engine)
 
 
@@ -457,7 +458,7 @@ def _which_engine(server: _Endpoint, info: Any, metrics: str | None, timeout: fl
     raise AttachError(
         f"the server at {server.url} answers, but neither as vLLM, SGLang nor trtllm-serve (no /server_info, "
         "/metrics, /v1/models or /version of any)",
-        hint="pass --engine vllm, --engine sglang or --engine trtllm to say which engine serves it",
+        hint=f"pass {engines.spelled(f'--engine {e}' for e in ENGINES)} to say which engine serves it",
     )
 
 
@@ -659,8 +660,7 @@ def run(
     server = _connect(url, token)
     info = _detect(server, timeout, engine)
     identity, note = draft_identity(info.draft_path, draft)
-    measure = {"sglang": _run_sglang, "trtllm": _run_trtllm}.get(info.engine, _run_vllm)
-    counts = measure(server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
+    counts = MEASURE[info.engine](server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
     if counts.draft_len is not None and info.num_speculative_tokens is None:
         info = replace(info, num_speculative_tokens=counts.draft_len)
     mean, rates = acceptance(counts.drafts, counts.accepted_tokens, counts.accepted_per_position)
@@ -950,6 +950,10 @@ def _run_trtllm(
     if len(items) > MAX_ITERATIONS:
         raise _fault(server, "/metrics", f"more than {MAX_ITERATIONS:,} iterations during one run")
     return _trtllm_counts(server, items, [a["token_ids"] for a in answers], len(prompts), new_tokens, concurrency, wall)
+
+
+# how each engine's server is measured: one entry per engine of ENGINES (tests/test_engine_vocabulary.py)
+MEASURE = {"vllm": _run_vllm, "sglang": _run_sglang, "trtllm": _run_trtllm}
 
 
 def _trtllm_counts(

@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from eagle_convert import engines
 from eagle_convert.errors import ENGINE_PYTHON_ENV, EngineNotInstalledError, EngineRunError
 
 DEBUG_ENV = "EAGLE_CONVERT_DEBUG"
-DEFAULT_ENGINE_VENV = ".venv-engine"
-ENGINE_VENVS = {"vllm": DEFAULT_ENGINE_VENV, "sglang": ".venv-sglang"}  # `scripts/engine-env [--sglang]` builds them
+# `scripts/engine-env [--sglang]` builds them (eagle_convert/engines.py: each runner's environment)
+ENGINE_VENVS = {e.name: e.environment for e in engines.ENGINES if e.environment is not None}
+DEFAULT_ENGINE_VENV = ENGINE_VENVS["vllm"]
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory that holds eagle_convert/
 # --dtype auto at --level engine: the engine's auto, float32 on a CPU (exact against the float32 reference) and the
 # model's own dtype elsewhere (:func:`engine_dtype`). Not the reference's auto (reference/compute.py
@@ -191,7 +193,7 @@ def run_worker(
             if refusal and "above" in refusal.get("message", "").lower():
                 refusal["message"] = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))
     if returncode != 0 or not result_path.is_file():
-        engine = ENGINE_LABELS.get(engine_name, "the engine")
+        engine = engines.label(engine_name) if engine_name in engines.NAMES else "the engine"
         cause = last_error_line(log_path.read_text(encoding="utf-8", errors="replace"))
         kept = _keep_log(log_path)
         raise EngineRunError(
@@ -202,7 +204,6 @@ def run_worker(
     return result
 
 
-ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 # "ValueError: ...", "vllm.v1.engine.exceptions.EngineDeadError: ...", "torch.OutOfMemoryError" (no message)
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::.*)?$")
 # what engines put before a line: "(EngineCore_DP0 pid=12) ", "ERROR 11-24 07:26:00 [core.py:700] "

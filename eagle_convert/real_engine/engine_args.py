@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.errors import EngineArgsError, InputError, UsageError
 from eagle_convert.read.regular import read_text
 from eagle_convert.version import docs_url
@@ -116,7 +117,7 @@ def check_engine_args(engine: str, args: Mapping[str, Any]) -> None:
 def settings_error(engine: str, error: Mapping[str, Any]) -> EngineArgsError:
     """The worker's structured refusal (``{"message", "key", "close"}``) as the typed error: the engine's own
     message, and a hint with the keys it knows that are closest to an unknown one."""
-    label = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    label = engines.label(engine)
     close = list(error.get("close") or [])
     if error.get("key"):  # an unknown key: the names the engine knows
         hint = KEYS_HINT.get(engine, "")

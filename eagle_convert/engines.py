@@ -1,0 +1,61 @@
+"""The serving engines eagle-convert models, declared once.
+
+Every list of engines the tool spells is derived from :data:`ENGINES`: the ``--engine`` keywords and their help, the
+default selection (``deployed``, ``both``), the engines a rule concerns, the runners of the engine level, the servers
+``--engine-url`` measures, the names prose and messages use, and the JSON schemas' enums (checked against this by
+``tests/test_engine_vocabulary.py``). A new engine is one entry here plus its release records
+(``releases/<name>.py``, registered in ``releases/__init__.py``); the tests then say what else it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine: its name and what the tool does with it."""
+
+    name: str  # what --engine, the release names (name@version) and the JSON reports say
+    label: str  # how prose and messages name it
+    reads_draft_ids: bool  # it reads the aux-layer ids from the draft config (else a deployment setting picks them)
+    default: bool  # in the default selections: `deployed` (its deployed releases) and `both` (its newest)
+    environment: str | None = None  # the folder `scripts/engine-env` builds for the engine level (None: not run here)
+    attach: bool = False  # `verify --engine-url` measures it on a running server, from its spec-decode counters
+
+
+ENGINES: tuple[Engine, ...] = (
+    Engine("vllm", "vLLM", reads_draft_ids=True, default=True, environment=".venv-engine", attach=True),
+    Engine("sglang", "SGLang", reads_draft_ids=True, default=True, environment=".venv-sglang", attach=True),
+    Engine("trtllm", "TensorRT-LLM", reads_draft_ids=False, default=False, attach=True),
+    Engine("tokenspeed", "TokenSpeed", reads_draft_ids=True, default=False),
+)
+BY_NAME = {e.name: e for e in ENGINES}
+
+
+def names(where: Callable[[Engine], bool] = lambda e: True) -> tuple[str, ...]:
+    """The names of the engines ``where`` holds for, in declaration order."""
+    return tuple(e.name for e in ENGINES if where(e))
+
+
+NAMES = names()  # every modelled engine
+DEFAULT_NAMES = names(lambda e: e.default)  # the engines of `deployed` and `both`, in this order
+ID_READING = names(lambda e: e.reads_draft_ids)  # the engines that read the aux-layer ids from the draft config
+RUNNERS = names(lambda e: e.environment is not None)  # the engines `verify --level engine` starts
+ATTACHABLE = names(lambda e: e.attach)  # the engines whose running server `verify --engine-url` measures
+MEASURED = names(lambda e: e.environment is not None or e.attach)  # the engines a verify report's engine run names
+
+
+def label(name: str) -> str:
+    """How prose names the engine ``name`` (``vLLM``); an unknown name as it is."""
+    found = BY_NAME.get(name)
+    return found.label if found is not None else name
+
+
+def spelled(items: Iterable[str], last: str = "or") -> str:
+    """``vllm, sglang or trtllm``: a list of names as a sentence says it."""
+    words = list(items)
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} {last} {words[-1]}"
