@@ -262,9 +262,12 @@ def test_the_documented_install_works(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_demo_runs() -> None:
-    """README's `scripts/demo`: generate, inspect, normalize, verify, then the trained pair's acceptance probe."""
+    """README's `scripts/demo`: generate, inspect, normalize, verify, then the trained draft: the gate fails it as
+    trained (EC412), normalize drops its identity d2t/t2d, and the acceptance probe of the result passes (exit 0)."""
     result = subprocess.run(["scripts/demo"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "== the acceptance probe" in result.stdout and "PASS" in result.stdout
-    assert "Acceptance probe" in result.stdout + result.stderr  # the trained pair's probe ran to its table
-    assert "EC412" in result.stdout + result.stderr and "exit 1: the gate fails this pair" in result.stdout
+    assert "EC412" in result.stdout + result.stderr and "exit 1: the gate fails the draft as trained" in result.stdout
+    after = result.stdout.split("== normalize the trained draft", 1)[1]
+    assert "drop" in after and "Acceptance probe" in after + result.stderr  # the probe ran to its table
+    assert after.rstrip().splitlines()[-2].startswith("PASS"), after[-2000:]  # the last verify: the normalized draft

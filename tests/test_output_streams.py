@@ -214,11 +214,12 @@ def test_a_shared_finding_is_one_row_and_one_concise_line_but_every_json_entry(
     draft = here / "d2t-equal-vocab"
     write_broken(draft, next(c for c in CORPUS if c.name == "d2t-equal-vocab"))
     _, out, _ = cli(capsys, "verify", str(draft), "--no-hash", "--engine", "vllm@0.33,vllm@0.33-v1")
-    assert out.count("EC412") == 1 and "vllm@0.33, vllm@0.33-v1 refuses the checkpoint's d2t" in out, out
+    rows = [line for line in out.splitlines() if line.startswith("│ EC412")]
+    assert len(rows) == 1 and "vllm@0.33, vllm@0.33-v1 refuses the checkpoint's d2t" in out, out
     _, out, _ = cli(capsys, "verify", str(draft), "--no-hash", "--engine", "vllm@0.33,vllm@0.33-v1", "--format",
                     "concise")  # fmt: skip
     (line,) = [line for line in out.splitlines() if "EC412" in line]
-    assert ": EC412 error vllm@0.33, vllm@0.33-v1 refuses the checkpoint's d2t at load" in line
+    assert ": EC412 [*] error vllm@0.33, vllm@0.33-v1 refuses the checkpoint's d2t at load" in line
     _, out, _ = cli(capsys, "verify", str(draft), "--no-hash", "--engine", "vllm@0.33,vllm@0.33-v1", "--json")
     refused = [f for f in json.loads(out)["findings"] if f["rule_id"] == "EC412"]
     assert [f["engine"] for f in refused] == ["vllm@0.33", "vllm@0.33-v1"]  # machine formats: one per finding

@@ -181,6 +181,7 @@ def normalize_checkpoint(
     # every shard read through one descriptor, as it was when its header was read (read/source_files.py)
     sources = SourceFiles({ckpt.root / s.name: s.fingerprint for s in ckpt.shards})  # opened when read
     plan = plan_tensors(src, ckpt, spec, sem, profile, req.max_shard_size, sources)
+    findings += plan.findings
     metadata_note = json.dumps(sem.provenance, sort_keys=True)
     shards = [ShardPlan(s.name, s.tensors, {**s.metadata, PROVENANCE_KEY: metadata_note}) for s in plan.shards]
     report = NormalizeReport(

@@ -8,14 +8,15 @@ compute bytes, one tensor at a time when the writer reaches them.
 from __future__ import annotations
 
 import array
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import FC_NORM_RE
 from eagle_convert.draft.mapping import map_key, to_layout
+from eagle_convert.draft.vocab_map import absolute_ids, as_offsets, is_identity
 from eagle_convert.errors import NormalizeRefused
 from eagle_convert.normalize.profiles import PROFILE_LAYOUT, Semantics
 from eagle_convert.normalize.writer import ShardPlan, TensorSource
@@ -23,6 +24,8 @@ from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import PROVENANCE_KEY
 from eagle_convert.read.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
 from eagle_convert.read.source_files import SourceFiles
+from eagle_convert.rules.finding import Finding
+from eagle_convert.rules.registry import finding
 
 _INT_FORMATS = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q", "U64": "Q"}
 
@@ -41,6 +44,7 @@ class TensorAction:
 class TensorPlan:
     shards: list[ShardPlan]
     actions: list[TensorAction]
+    findings: list[Finding] = field(default_factory=list)  # what the output will still show (verify's rules)
 
 
 def nbytes(t: TensorSource) -> int:
@@ -108,6 +112,46 @@ def _ints(data: bytes, dtype: str) -> array.array[int]:
     return values
 
 
+# why an identity d2t/t2d pair is dropped (EC412)
+IDENTITY_DROP = (
+    "d2t/t2d are the identity over the whole target vocabulary (draft_vocab_size equals vocab_size): the engines "
+    "build no map for such a draft, and vLLM >= 0.29 refuses a d2t there (EC412)"
+)
+
+
+@dataclass(frozen=True)
+class VocabMapPlan:
+    """What normalize does with d2t and t2d, decided from their values (draft/vocab_map.py)."""
+
+    offsets: list[int] | None = None  # d2t held target ids (absolute_ids): these offsets are written instead
+    why_absolute: str | None = None
+    identity: bool = False  # the pair is the identity over the target vocabulary: both are dropped
+
+
+def _vocab_map_plan(read: Read, ckpt: Checkpoint, layout: str, spec: DraftSpec, src: Path) -> VocabMapPlan:
+    """Read d2t (and t2d) once, the few tensors whose name can map to them, and decide."""
+    found: dict[str, TensorInfo] = {}
+    for t in ckpt.tensors.values():
+        if t.name.endswith(("d2t", "t2d")) and t.dtype in (*INT_DTYPES, "BOOL"):
+            target = map_key(t.name, layout, str(src)).target
+            if target in ("d2t", "t2d"):
+                found[target] = t
+    d2t_info, t2d_info = found.get("d2t"), found.get("t2d")
+    if d2t_info is None or d2t_info.dtype not in INT_DTYPES:
+        return VocabMapPlan()
+    d2t = list(_ints(read(d2t_info), d2t_info.dtype))
+    t2d = None
+    if t2d_info is not None:
+        data = read(t2d_info)
+        t2d = list(data) if t2d_info.dtype == "BOOL" else list(_ints(data, t2d_info.dtype))
+    vocab = spec.dims.vocab_size
+    why = absolute_ids(d2t, t2d, vocab)
+    offsets = as_offsets(d2t) if why is not None else None
+    # with the ids written as offsets, a t2d that marked those ids still marks the same tokens
+    identity = is_identity(offsets if offsets is not None else d2t, t2d, vocab)
+    return VocabMapPlan(offsets, why, identity)
+
+
 def plan_tensors(
     src: Path,
     ckpt: Checkpoint,
@@ -130,6 +174,8 @@ def plan_tensors(
     actions: list[TensorAction] = []
     d2t_info: TensorInfo | None = None
     d2t_shard = None
+    vocab_map = _vocab_map_plan(read, ckpt, layout, spec, src)
+    vocab = spec.dims.vocab_size
 
     def emit(shard: str, source: TensorSource, src_name: str | None, action: str, why: str) -> None:
         per_shard.setdefault(shard, []).append(source)
@@ -146,6 +192,9 @@ def plan_tensors(
             continue
         target = mapped.target
         fc_norm = FC_NORM_RE.fullmatch(target)
+        if target in ("d2t", "t2d") and vocab_map.identity:
+            actions.append(TensorAction(t.name, None, "drop", IDENTITY_DROP, t.dtype, list(t.shape)))
+            continue
         if mapped.action == "split":
             local = target.split(".", 1)[1] if target.startswith("midlayer.") else target
             parts = _split_rows(spec, local)
@@ -188,6 +237,23 @@ def plan_tensors(
                 "rename",
                 "fc_norm index follows the ascending aux-layer order",
             )
+        elif target == "d2t" and vocab_map.offsets is not None:
+            emit(
+                t.shard,
+                TensorSource("d2t", "I64", t.shape, compute=partial(_int64, vocab_map.offsets)),
+                t.name,
+                "convert",
+                f"d2t held target token ids ({vocab_map.why_absolute}): written as the offsets every engine reads, "
+                "d2t[i] = id - i (EC414)",
+            )
+        elif target == "t2d" and vocab_map.offsets is not None and vocab is not None:
+            emit(
+                t.shard,
+                TensorSource("t2d", "BOOL", (vocab,), compute=partial(_mask, vocab_map.offsets, vocab, src)),
+                t.name,
+                "derive",
+                "t2d derived from the converted d2t (t2d[d + d2t[d]] = true)",
+            )
         elif target == "d2t" and t.dtype != "I64":
             if t.dtype not in INT_DTYPES:
                 raise NormalizeRefused(f"d2t has dtype {t.dtype}; it must hold integer offsets", path=src)
@@ -225,18 +291,39 @@ def plan_tensors(
             d2t_info, d2t_shard = t, t.shard
 
     if d2t_info is not None and not spec.vocab.has_t2d:
-        vocab = spec.dims.vocab_size
         if vocab is None:
             raise NormalizeRefused("t2d is missing and vocab_size is unknown, so it cannot be derived", path=src)
         info = d2t_info
+        derive = (
+            partial(_mask, vocab_map.offsets, vocab, src)
+            if vocab_map.offsets is not None
+            else partial(_derive_t2d, read, info, vocab, src)
+        )
         emit(
             d2t_shard or info.shard,
-            TensorSource("t2d", "BOOL", (vocab,), compute=partial(_derive_t2d, read, info, vocab, src)),
+            TensorSource("t2d", "BOOL", (vocab,), compute=derive),
             None,
             "derive",
             "t2d derived from d2t (t2d[d + d2t[d]] = true)",
         )
-    return TensorPlan(_shards(ckpt, per_shard, max_shard_size), actions)
+    return TensorPlan(_shards(ckpt, per_shard, max_shard_size), actions, _vocab_map_findings(vocab_map, vocab))
+
+
+def _vocab_map_findings(plan: VocabMapPlan, vocab: int | None) -> list[Finding]:
+    """What verify will still say about the converted d2t: target ids 0..n-1 (verl-SpeCo's default arange) are, as
+    offsets, all zero: the draft vocabulary is the first n target tokens (EC409), whatever the trainer meant."""
+    offsets = plan.offsets
+    if offsets is None or vocab is None or any(offsets) or len(offsets) >= vocab:
+        return []
+    return [
+        finding(
+            "EC409",
+            f"d2t held the target ids 0..{len(offsets) - 1}, written as offsets all zero: the draft vocabulary is the "
+            f"first {len(offsets)} of the target's {vocab} tokens, a default the trainer never replaced with its "
+            "vocabulary mapping",
+            subject="d2t",
+        )
+    ]
 
 
 def _permuted(read: Read, t: TensorInfo, rows: int, blocks: int, order: list[int]) -> bytes:
@@ -254,8 +341,16 @@ def _as_bool(read: Read, t: TensorInfo) -> bytes:
     return bytes(values)
 
 
+def _int64(values: list[int]) -> bytes:
+    return array.array("q", values).tobytes()
+
+
 def _derive_t2d(read: Read, t: TensorInfo, vocab: int, src: Path) -> bytes:
-    offsets = _ints(read(t), t.dtype)
+    return _mask(_ints(read(t), t.dtype), vocab, src)
+
+
+def _mask(offsets: Iterable[int], vocab: int, src: Path) -> bytes:
+    """t2d from offsets: t2d[d + d2t[d]] = true."""
     mask = bytearray(vocab)
     for d, off in enumerate(offsets):
         target = d + off

@@ -644,9 +644,11 @@ _RULES = (
             "serving: e.g. d2t when draft_vocab_size (or, when it is null or missing, vocab_size) equals the "
             "target's vocab_size, where a loader builds no draft-to-target map and has no parameter to put it in."
         ),
+        fixable=True,
         fix=(
-            "remove the refused tensor from the checkpoint: with draft_vocab_size equal to the target's vocabulary, "
-            "d2t is the identity and t2d all true, so delete both (or write the reduced draft vocabulary they map)"
+            "run `eagle-convert normalize SRC OUT`: where d2t and t2d are the identity (every offset zero, every "
+            "target token marked), as they are with draft_vocab_size equal to the target's vocabulary, it drops both, "
+            "as the engines expect; a d2t that maps anything else is kept and its own findings say what is wrong"
         ),
         needs_headers=True,
         engines=("vllm",),
@@ -666,6 +668,23 @@ _RULES = (
             "lm_head it was trained with"
         ),
         needs_headers=True,
+    ),
+    Rule(
+        "EC414",
+        "d2t-absolute-ids",
+        "error",
+        summary=(
+            "d2t holds target token ids where every engine reads offsets (target = draft + d2t[draft]): e.g. "
+            "verl-SpeCo 0.1.0's default arange(draft_vocab_size), served as draft token i -> target token 2i. Its "
+            "values strictly increase where offsets repeat (at every two adjacent target tokens the draft keeps), and "
+            "with a draft vocabulary at most half the target's every range and order check passes."
+        ),
+        level="tensors",
+        fixable=True,
+        fix=(
+            "run `eagle-convert normalize SRC OUT`: it writes the target ids as offsets (d2t[i] = id - i), the "
+            "mapping the trainer meant; or re-export d2t as offsets from the trainer's vocabulary mapping"
+        ),
     ),
     Rule(
         "EC501",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eagle_convert.draft.vocab_map import absolute_ids
 from eagle_convert.reference.draft_reader import TensorReader
 from eagle_convert.rules.finding import Finding
 from eagle_convert.verify.context import Context, tensor_finding
@@ -199,6 +200,21 @@ def _vocab_map(ctx: Context, d2t: Any, t2d: Any, enabled: Callable[[str], bool])
                 "d2t",
             )
         )
+    if enabled("EC414"):
+        marks = t2d.reshape(-1).to(torch.int64).tolist() if t2d is not None else None
+        why = absolute_ids(offsets.tolist(), marks, vocab)
+        if why is not None:
+            out.append(
+                tensor_finding(
+                    ctx,
+                    "EC414",
+                    f"d2t holds target token ids, not the offsets the engines read (draft i -> target i + d2t[i]: "
+                    f"draft {offsets.numel() - 1} -> {int(targets[-1])}): {why}",
+                    "d2t",
+                    expected="offsets (target - draft)",
+                    actual="target ids",
+                )
+            )
     if enabled("EC408") and t2d is not None and not bad.numel():
         mask = t2d.reshape(-1).to(torch.bool)
         count = int(mask.sum())
