@@ -116,7 +116,38 @@ def _eagle_flat(cfg: dict[str, Any], sem: Semantics, reasons: Reasons, *, top_id
         put("eagle_config", eagle_config, "aux-layer settings")
     else:
         cfg.pop("eagle_config", None)
+    _rope_keys(cfg, reasons)
     put(PROVENANCE_KEY, sem.provenance, "provenance: source producer, convention, hidden states, tool version")
+
+
+# why normalize writes the rotary settings under both keys (releases/rope.py)
+_ROPE_WHY = (
+    "rotary settings under both keys: transformers 5 reads either, transformers 4 only rope_scaling and a top-level "
+    "rope_theta (a YaRN draft saved by transformers 5 with rope_parameters alone loses its scaling there)"
+)
+
+
+def _rope_keys(cfg: dict[str, Any], reasons: Reasons) -> None:
+    """Write the rotary settings a config gives under one key under the other too (edits ``cfg`` in place):
+    ``rope_parameters`` alone (transformers 5's save_pretrained) gets ``rope_scaling`` and a top-level ``rope_theta``;
+    ``rope_scaling`` alone gets ``rope_parameters``. Keys that are both set are kept as written (EC018 reports them
+    when they disagree); a ``rope_parameters`` nested by layer type has no transformers 4 form and is kept."""
+    scaling, params = cfg.get("rope_scaling"), cfg.get("rope_parameters")
+    if isinstance(params, dict) and params and scaling is None:
+        if any(isinstance(v, dict) for v in params.values()):
+            return
+        if params.get("rope_theta") is not None and cfg.get("rope_theta") is None:
+            cfg["rope_theta"] = params["rope_theta"]
+            reasons["rope_theta"] = _ROPE_WHY
+        if params.get("rope_type", params.get("type", "default")) != "default":
+            cfg["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
+            reasons["rope_scaling"] = _ROPE_WHY
+    elif isinstance(scaling, dict) and scaling and params is None:
+        written = {("rope_type" if k == "type" else k): v for k, v in scaling.items()}
+        if cfg.get("rope_theta") is not None:
+            written.setdefault("rope_theta", cfg["rope_theta"])
+        cfg["rope_parameters"] = written
+        reasons["rope_parameters"] = _ROPE_WHY
 
 
 def _portable(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
@@ -136,6 +167,7 @@ def _vllm(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, An
 
 def _speculators(cfg: dict[str, Any], sem: Semantics, reasons: Reasons) -> dict[str, Any]:
     stash = sem.speculators_stash
+    _rope_keys(cfg, reasons)  # the layer's config (transformer_layer_config) takes them
     layer = {k: v for k, v in cfg.items() if k not in SPECULATORS_TOP_KEYS and k not in _EAGLE_ONLY_KEYS}
     # a speculators eagle3 config is routed by its layer model_type: qwen3 is the class with q/k norms (releases/)
     layer["architectures"] = stash.get("layer_architectures") or [

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from eagle_convert.releases import target_classes
+from eagle_convert.releases import rope, target_classes
 from eagle_convert.releases.model import (
     IDS_KEY,
     Behaviour,
@@ -542,7 +542,7 @@ def _release(version: str, captures: dict[str, Capture], ids_cite: Cite, newest:
         read_ids=_ids_reader(ids_cite),
         capture=capture,
         draft_class=_draft_router(version),
-        behaviours=(*behaviours, *_caveats(version)),
+        behaviours=(*behaviours, rope.SGLANG[version].behaviour(), *_caveats(version)),
         newest=newest,
         deployed=deployed,
         target_model_class=_target_model_class(version),

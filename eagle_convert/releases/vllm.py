@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from eagle_convert.read.config import state_of
+from eagle_convert.releases import rope
 from eagle_convert.releases.model import (
     IDS_KEY,
     Behaviour,
@@ -513,6 +514,7 @@ def _release(
                 _c(llama, f"{lines[1].split(' ')[0]}, {lines[2]} ({REFUSE_UNPLACED[version]})"),
             ),
             Behaviour("tensor:t2d", "skipped", _c(llama, lines[3])),
+            rope.VLLM[version].behaviour(),
             Behaviour(
                 "tensor:fc",
                 "skipped without a word when use_aux_hidden_state is false (Llama and Qwen3 classes)",
