@@ -3,9 +3,12 @@ library reads it as the canonical input-to draft it is. First build about two mi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from eagle_convert.inspect_api import inspect_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.trained_pair import Agreement, TrainedPair, agreement, shifted, target_accuracy, trained_pair
 
@@ -64,3 +67,15 @@ def test_library_reads_the_draft_as_trained(pair: TrainedPair) -> None:
     assert errors == {("EC412", "vllm@0.33"), ("EC412", "vllm@0.33-v1")}, report.findings
     accepting = verify_checkpoint(pair.draft_dir, target=pair.target_dir, level="tensors", engine="sglang,vllm@0.28")
     assert accepting.status == "pass", accepting.findings
+
+
+def test_normalize_drops_the_identity_vocabulary_map_and_every_deployed_release_passes(
+    pair: TrainedPair, tmp_path: Path
+) -> None:
+    """The pair ships the identity d2t/t2d with a full draft vocabulary, which vLLM 0.33 refuses (EC412, above):
+    normalize drops both, as the engines expect, and the gate passes the result for every deployed release (the demo's
+    last step, scripts/demo)."""
+    report = normalize_checkpoint(pair.draft_dir, tmp_path / "out", target=pair.target_dir)
+    assert {a.source for a in report.tensors if a.action == "drop"} == {"d2t", "t2d"}
+    verified = verify_checkpoint(tmp_path / "out", target=pair.target_dir, level="tensors")
+    assert verified.status == "pass", verified.findings
