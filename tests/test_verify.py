@@ -183,3 +183,11 @@ def test_rules_command_lists_the_registry() -> None:
     assert {"id", "name", "severity", "level", "summary"} <= set(rows[0])
     human = run_cli("rules")
     assert human.returncode == 0 and "EC104" in human.stdout and "aux-engine-misreads" in human.stdout
+
+
+def test_a_float8_tensor_is_checked_at_the_tensors_level(tmp_path: Path) -> None:
+    """A draft holding a float8 tensor (no quantization_config): the tensor statistics read it as float32 (torch has no
+    isfinite for float8: an internal error before), and the finding is the dtype's EC305, not a crash."""
+    case = next(c for c in CORPUS if c.name == "fp8-without-quant-config")
+    report = verify_checkpoint(write_broken(tmp_path / "d", case), level="tensors", compute_hashes=False)
+    assert report.status == "fail" and {f.rule_id for f in report.findings} == {"EC305"}

@@ -62,6 +62,8 @@ def tensor_stats(t: Any, moments: bool = True) -> Stats:
 
     stats = Stats()
     for chunk in _chunks(t):
+        if chunk.is_floating_point() and chunk.element_size() == 1:  # float8: torch has no isfinite for it
+            chunk = chunk.to(torch.float32)
         finite = torch.isfinite(chunk)
         clean = chunk if bool(finite.all()) else torch.where(finite, chunk, torch.zeros_like(chunk))
         stats.finite = stats.finite and clean is chunk
@@ -79,6 +81,10 @@ def tensor_stats(t: Any, moments: bool = True) -> Stats:
 def _rows_identical(t: Any) -> bool:
     if t.dim() != 2 or t.shape[0] < 2:
         return False
+    if t.is_floating_point() and t.element_size() == 1:  # float8: compared by its bytes (no == for it)
+        import torch
+
+        t = t.view(torch.uint8)
     first = t[0]
     step = max(1, CHUNK_ELEMENTS // max(1, t.shape[1]))
     return all(bool((t[i : i + step] == first).all()) for i in range(0, t.shape[0], step))
