@@ -64,6 +64,7 @@ class Target:
             device=compute.device,
             dtype=compute.dtype,
             resident=resident,
+            experts_per_group=compute.experts_per_group,
         )
         self.num_layers = self.model.num_layers
         self.hidden_size = self.model.hidden_size
@@ -83,7 +84,7 @@ class Target:
         """This target (same config and weights, nothing re-read) on another device or dtype."""
         return (
             self
-            if compute == self.compute
+            if compute == self.compute and compute.experts_per_group == self.compute.experts_per_group
             else Target(self.directory, compute, config=self.config, weights=self.weights)
         )
 

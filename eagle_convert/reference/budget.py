@@ -6,10 +6,16 @@ for its free memory). ``EAGLE_CONVERT_MEMORY_LIMIT`` replaces the measured memor
 leave room for something else).
 
 The estimate follows the streamed design: the target is run layer by layer, so what stays resident is two decoder
-layers (the one running and the next being read), lm_head while it runs and the target embedding a draft borrows
-(in the compute dtype), the draft, the KV caches of one generation round, the captured hidden states, the largest
-pass's activations (logits, MLP, attention; the draft chains' logits), and the runtime itself. It is an estimate,
-and every message says so (``~``, "est.").
+layers (the one running and the next being read) without their routed experts, two groups of a layer's routed
+experts (the group running and the next being read: reference/experts.py), lm_head while it runs and the target
+embedding a draft borrows (in the compute dtype), the draft, the KV caches of one generation round, the captured
+hidden states, the largest pass's activations (logits, MLP, attention; the draft chains' logits), and the runtime
+itself. It is an estimate, and every message says so (``~``, "est.").
+
+The experts' groups are sized last, to what the rest leaves of the *plan*: on the CPU about 8 GB
+(:data:`PLAN_BYTES`) or the memory available when that is less, on a CUDA device its free memory,
+``EAGLE_CONVERT_MEMORY_LIMIT`` where set. A group holds at least one expert, so any MoE target runs in the plan
+whatever its number of experts; only a part that is not an expert (a huge embedding) can fail to fit.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from eagle_convert.read.config import pattern_length
 from eagle_convert.reference.compute import REFERENCE_DTYPE_AUTO
 
 MEMORY_ENV = "EAGLE_CONVERT_MEMORY_LIMIT"  # bytes, or a size such as 24G, 24GiB, 1.5GB, 512M
+PLAN_BYTES = 8 * 10**9  # on the CPU the experts' groups are sized to keep a run within this (or what is available)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 RUNTIME_BYTES = 400 * 2**20  # the Python process with torch and the package imported (about 230 MB measured) + slack
 PROMPT_TOKENS = 96  # a chat-templated default prompt, at most (the prompts are short questions)
@@ -38,7 +45,8 @@ CACHE_BYTES = 2**30  # every boundary of a generated text is captured when it ta
 MIN_POSITIONS, ROUND, NEW_TOKENS = 4096, 32, 144
 PROBE_STEPS = 3  # the draft chain the probe runs by default (--probe-steps), the engines' common num_speculative_tokens
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-_EXPERT = re.compile(r"\.experts\.(\d+)\.")
+_EXPERT = re.compile(r"\.experts\.(\d+)\.")  # one expert's tensor
+_FUSED = re.compile(r"\.experts\.[A-Za-z_]")  # every expert's, fused [E, ...]
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*", re.IGNORECASE)
 _SIZE_HINT = f"set {MEMORY_ENV} to bytes or a size: 24G or 24GiB (binary), 24GB (decimal), 512M"
 
@@ -77,6 +85,13 @@ class Available:
 
     def describe(self) -> str:
         return f"{gb(self.bytes)} available ({self.source})" if self.bytes is not None else "memory unknown"
+
+    def plan(self, device_type: str) -> int | None:
+        """The memory the experts' groups are sized within (module docstring): on the CPU, without
+        ``EAGLE_CONVERT_MEMORY_LIMIT``, at most :data:`PLAN_BYTES`."""
+        if device_type != "cpu" or self.source == MEMORY_ENV:
+            return self.bytes
+        return PLAN_BYTES if self.bytes is None else min(self.bytes, PLAN_BYTES)
 
 
 def available_memory(device_type: str = "cpu", index: int = 0) -> Available:
@@ -147,23 +162,26 @@ class Estimate:
     """The peak the reference run is estimated to need in ``dtype``, in bytes, by part."""
 
     dtype: str
-    layers: int  # two decoder layers of the target: the one running and the next being read
+    layers: int  # two decoder layers of the target without their routed experts: the one running, the next read
     embeddings: int  # lm_head while it runs, and the target embedding the draft borrows, in the compute dtype
     draft: int  # the draft's weights in the compute dtype
     kv_cache: int  # the KV caches of one generation round (none for given text)
     captured: int  # the target's hidden states captured for the draft's readings
     activations: int  # the largest pass: logits, MLP and attention intermediates; the draft chains' logits
     runtime: int = RUNTIME_BYTES  # Python, torch and the package
+    experts: int = 0  # two groups of routed experts: the one running and the next being read
+    group: int = 0  # experts in a group (0: the target has no routed experts)
     whole_target: int = 0  # every target weight in this dtype (not part of the total: the streamed run holds two)
 
     @property
     def total(self) -> int:
-        return sum(getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "whole_target"))
+        return sum(getattr(self, f.name) for f in fields(self) if f.name not in ("dtype", "whole_target", "group"))
 
     def describe(self) -> str:
         """``~5.2 GB (2 layers 0.9 GB, embeddings 2.1 GB, ...)``: the total and what it counts."""
         parts = {
             "2 target layers": self.layers,
+            f"2 groups of {self.group} expert{'s' * (self.group != 1)}": self.experts,
             "embedding and lm_head": self.embeddings,
             "draft": self.draft,
             "KV caches": self.kv_cache,
@@ -178,7 +196,7 @@ class Estimate:
 class TargetSize:
     """The target as the estimate sees it: parameter counts from its headers, dimensions from its config."""
 
-    layer_params: int  # the largest decoder layer (a sparse MoE layer: its dense part and one expert)
+    layer_params: int  # the largest decoder layer without its routed experts
     total_params: int
     active_params: int  # what one token runs through: every layer (a MoE layer: top-k experts) and lm_head
     num_layers: int
@@ -188,6 +206,8 @@ class TargetSize:
     kv_per_token_layer: int  # KV cache elements per token per layer (MLA: the latent and the rotary key)
     vocab_size: int
     model_dtype: str  # the config's torch_dtype / dtype (bfloat16 when it names none or another)
+    expert_params: int = 0  # the largest routed expert (every tensor of one expert)
+    num_experts: int = 0  # routed experts in a MoE layer (0: none)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any], shapes: Mapping[str, Sequence[int]]) -> TargetSize:
@@ -197,6 +217,8 @@ class TargetSize:
         heads = int(text.get("num_attention_heads") or 1)
         layers: dict[int, int] = {}
         experts: dict[int, int] = {}
+        one: dict[tuple[int, int], float] = {}  # (layer, expert) -> its parameters (a fused tensor: its share)
+        n_experts = int(text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts") or 0)
         vocab, total = int(text.get("vocab_size") or 0), 0
         for name, shape in shapes.items():
             n = math.prod(shape)
@@ -206,15 +228,17 @@ class TargetSize:
                 vocab = vocab or (shape[0] if name.endswith("embed_tokens.weight") else 0)
                 continue
             i = int(layer.group(1))
-            if _EXPERT.search(name):
+            expert = _EXPERT.search(name)
+            fused = n_experts > 0 and _FUSED.search(name) is not None and bool(shape) and shape[0] == n_experts
+            if expert is not None or fused:
                 experts[i] = experts.get(i, 0) + n
+                for e in [int(expert.group(1))] if expert is not None else range(n_experts):
+                    one[i, e] = one.get((i, e), 0) + (n if expert is not None else n / n_experts)
             else:
                 layers[i] = layers.get(i, 0) + n
-        n_experts = int(text.get("n_routed_experts") or text.get("num_experts") or 0)
         top_k = int(text.get("num_experts_per_tok") or 1)
         active = sum(layers.values()) + sum(experts.values()) * top_k // max(n_experts, 1) + vocab * hidden
-        # the streamed reference holds a whole layer, every expert of it (transformers fuses them as the layer loads)
-        per_layer = [layers.get(i, 0) + experts.get(i, 0) for i in set(layers) | set(experts)]
+        per_layer = [layers.get(i, 0) for i in set(layers) | set(experts)]  # the experts stream in groups
         if "kv_lora_rank" in text:  # MLA: the compressed latent and the shared rotary key per token
             kv = int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim") or 0)
         else:
@@ -232,6 +256,8 @@ class TargetSize:
             kv_per_token_layer=kv,
             vocab_size=vocab,
             model_dtype=declared if declared in DTYPE_BYTES else "bfloat16",
+            expert_params=int(max(one.values(), default=0)),
+            num_experts=n_experts if one else 0,
         )
 
 
@@ -255,8 +281,18 @@ class ReferenceRun:
     def model_dtype(self) -> str:
         return self.target.model_dtype if self.target is not None else "bfloat16"
 
-    def estimate(self, dtype: str) -> Estimate:
-        """The peak in ``dtype`` (see :class:`Estimate` for what each part counts)."""
+    def estimate(self, dtype: str, plan: int | None = None) -> Estimate:
+        """The peak in ``dtype`` (see :class:`Estimate` for what each part counts), the experts' groups as large as
+        ``plan`` bytes leave room for (at least one expert; None: every expert of a layer in one group)."""
+        base = self._estimate(dtype)
+        t = self.target
+        if t is None or not t.num_experts or not t.expert_params:
+            return base
+        two = 2 * t.expert_params * DTYPE_BYTES[dtype]  # one expert running, one being read
+        group = t.num_experts if plan is None else max(1, min(t.num_experts, (plan - base.total) // two))
+        return replace(base, experts=group * two, group=group)
+
+    def _estimate(self, dtype: str) -> Estimate:
         b = DTYPE_BYTES[dtype]
         t = self.target
         draft = self.draft_params * b
@@ -337,8 +373,9 @@ class DtypeChoice:
     estimate: Estimate
 
 
-def choose_dtype(run: ReferenceRun, requested: str, available: Available) -> DtypeChoice:
-    """``requested`` (a dtype, or ``auto``) decided against ``available`` before anything is loaded.
+def choose_dtype(run: ReferenceRun, requested: str, available: Available, plan: int | None = PLAN_BYTES) -> DtypeChoice:
+    """``requested`` (a dtype, or ``auto``) decided against ``available`` before anything is loaded, the experts'
+    groups sized within ``plan`` bytes (:meth:`Available.plan`).
 
     auto: float32 where exactness is cheap, that is the streamed float32 run fits and so would the whole target in
     float32 (a model small for this machine: float32 costs little); else the model's own dtype where its streamed
@@ -350,20 +387,20 @@ def choose_dtype(run: ReferenceRun, requested: str, available: Available) -> Dty
         return have is None or estimate.total <= have
 
     if requested != REFERENCE_DTYPE_AUTO:
-        estimate = run.estimate(requested)
+        estimate = run.estimate(requested, plan)
         if not fits(estimate):
-            raise _too_big(run, requested, estimate, available)
+            raise _too_big(run, requested, estimate, available, plan)
         return DtypeChoice(
             requested, f"{requested} as asked (est. ~{gb(estimate.total)}, {available.describe()})", estimate
         )
-    full = run.estimate("float32")
-    cheap = have is None or full.total - full.layers + full.whole_target <= have
+    full = run.estimate("float32", plan)
+    cheap = have is None or full.total - full.layers - full.experts + full.whole_target <= have
     if fits(full) and cheap:
         return DtypeChoice("float32", f"float32 fits (est. ~{gb(full.total)}, {available.describe()})", full)
     own = run.model_dtype if run.model_dtype != "float32" else "bfloat16"
-    estimate = run.estimate(own)
+    estimate = run.estimate(own, plan)
     if not fits(estimate):
-        raise _too_big(run, own, estimate, available)
+        raise _too_big(run, own, estimate, available, plan)
     label = "the model's dtype" if own == run.model_dtype else "half precision: the model is float32"
     why = (
         f"float32 would need ~{gb(full.total)}"
@@ -409,12 +446,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def _too_big(run: ReferenceRun, dtype: str, estimate: Estimate, available: Available) -> UsageError:
+def _too_big(run: ReferenceRun, dtype: str, estimate: Estimate, available: Available, plan: int | None) -> UsageError:
     have = available.bytes or 0
     options = []
     smallest = run.model_dtype if run.model_dtype != "float32" else "bfloat16"
     if dtype == "float32":
-        other = run.estimate(smallest)
+        other = run.estimate(smallest, plan)
         options.append(
             f"--dtype {smallest} needs {other.describe().partition(' (')[0]}"
             + (" and fits" if other.total <= have else "")
@@ -422,11 +459,11 @@ def _too_big(run: ReferenceRun, dtype: str, estimate: Estimate, available: Avail
     now = sum(run.token_lengths) if run.token_lengths is not None else run.min_positions
     for positions in (p for p in (2048, 1024, 512, 256, 128, 64, 16) if p < now and run.target is not None):
         less = run.smaller(positions)
-        if less.estimate(dtype).total <= have:
+        if less.estimate(dtype, plan).total <= have:
             what = (
                 f"--token-ids with about {positions} tokens" if run.token_lengths else f"--probe-positions {positions}"
             )
-            options.append(f"{what} would fit in {dtype} (~{gb(less.estimate(dtype).total)})")
+            options.append(f"{what} would fit in {dtype} (~{gb(less.estimate(dtype, plan).total)})")
             break
     options.append(f"{'or ' if options else ''}a machine with more memory ({MEMORY_ENV} overrides the measured figure)")
     return UsageError(

@@ -61,6 +61,7 @@ class Compute:
     device: torch.device
     dtype: torch.dtype
     reason: str = field(default="", compare=False, repr=False)
+    experts_per_group: int | None = field(default=None, compare=False, repr=False)  # the plan's (budget.py)
 
     @property
     def dtype_name(self) -> str:
@@ -110,8 +111,9 @@ def resolve(device: str = DEFAULT_DEVICE, dtype: str = DEFAULT_DTYPE, run: Refer
         return Compute(place, _torch_dtype(name), reason)
     from eagle_convert.reference import budget
 
-    choice = budget.choose_dtype(run, dtype, budget.available_memory(place.type, place.index or 0))
-    return Compute(place, _torch_dtype(choice.dtype), choice.reason)
+    available = budget.available_memory(place.type, place.index or 0)
+    choice = budget.choose_dtype(run, dtype, available, available.plan(place.type))
+    return Compute(place, _torch_dtype(choice.dtype), choice.reason, choice.estimate.group or None)
 
 
 def _torch_dtype(name: str) -> torch.dtype:

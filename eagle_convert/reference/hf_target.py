@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from eagle_convert.errors import ConfigError, InputError
-from eagle_convert.reference import formats
+from eagle_convert.reference import experts, formats
 from eagle_convert.reference.decoding import Choices, Generated, check_boundaries, check_request
 from eagle_convert.reference.weights import WEIGHTS_HINT as _WEIGHTS_HINT
 from eagle_convert.reference.weights import SafetensorsWeights
@@ -148,6 +148,7 @@ class StreamedModel:
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
         resident: bool = False,
+        experts_per_group: int | None = None,
     ) -> None:
         from transformers.utils import logging as hf_logging
 
@@ -195,6 +196,45 @@ class StreamedModel:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-read")
         self._lock = threading.Lock()
         self._hooks = [h for unit in self.units for h in self._hook(unit)]
+        self.experts = [] if resident else self._stream_experts(experts_per_group)
+
+    def _stream_experts(self, group: int | None) -> list[experts.StreamedExperts]:
+        """The routed experts of every layer, taken out of their layer's unit and run ``group`` at a time
+        (reference/experts.py); ``group`` None: as many as :data:`experts.GROUP_BYTES` holds."""
+        names = {id(m): n for n, m in self.model.named_modules()}
+        streams = []
+        for module, _ in experts.streamable(self.layers):
+            name = names[id(module)]
+            unit = next(u for u in self.units if name.startswith(u.name + "."))
+            mine = [k for k in unit.keys if self._renamed.get(k, "").startswith(name + ".")]
+            keys = experts.split_keys(mine, self.weights, experts.count(module))
+            if keys is None or not mine:
+                continue  # read whole with its layer
+            size = group or experts.group_for(
+                keys, self.weights, experts.count(module), self.dtype.itemsize, experts.GROUP_BYTES
+            )
+            unit.keys = [k for k in unit.keys if k not in set(mine)]
+            unit.params = [p for p in unit.params if not p.startswith(name + ".")]
+            streams.append(
+                experts.StreamedExperts(module, name, keys, size, self.weights, self.device, self._install, self._drop)
+            )
+        return streams
+
+    def _install(self, state: dict[str, torch.Tensor], params: list[str], rows: int) -> None:
+        """``state`` loaded into ``params`` sized to ``rows`` experts, through transformers' loading step."""
+        from transformers.core_model_loading import convert_and_load_state_dict_in_model
+
+        for name in params:
+            value = self.model.get_parameter(name)
+            _set(self.model, name, _placeholder(value, self.device, (rows, *value.shape[1:])))
+        info, _ = convert_and_load_state_dict_in_model(self.model, state, self._load_config)
+        self._check(info, params)
+
+    def _drop(self, params: list[str]) -> None:
+        """``params`` back to placeholders of their full shape (the model's own, from its config)."""
+        for name in params:
+            value = self.model.get_parameter(name)
+            _set(self.model, name, _placeholder(value, self.device, self._shapes[name]))
 
     # ------------------------------------------------------------------------------------------------ the units
 
@@ -204,6 +244,8 @@ class StreamedModel:
 
         model = self.model
         meta = model.state_dict()
+        self._shapes = {name: tuple(value.shape) for name, value in meta.items()}
+        self._renamed: dict[str, str] = {}  # checkpoint tensor -> the model's name for what it is read into
         mapping: list[Any] = list(self._load_config.weight_mapping or [])
         renamings = [m for m in mapping if type(m).__name__ != "WeightConverter"]
         converters = [m for m in mapping if type(m).__name__ == "WeightConverter"]
@@ -223,6 +265,7 @@ class StreamedModel:
             renamed, _ = rename_source_key(key, renamings, converters, model.base_model_prefix, meta)
             if renamed not in meta and key in meta:
                 renamed = key
+            self._renamed[key] = renamed
             unit = owners.get(renamed)
             if unit is not None:
                 keys.setdefault(unit, []).append(key)
@@ -288,13 +331,6 @@ class StreamedModel:
             )
         state = {key: self.weights.read(key) for key in unit.keys}
         info, _ = convert_and_load_state_dict_in_model(self.model, state, self._load_config)
-        if failed := sorted(info.conversion_errors):  # a conversion (e.g. a dequantization) that raised
-            reason = str(info.conversion_errors[failed[0]]).strip().splitlines()[-2:]
-            raise InputError(
-                f"the target's tensors for {failed[0]!r} could not be read: {' '.join(reason)}",
-                path=self.directory,
-                hint=_WEIGHTS_HINT,
-            )
         for target, source in self._tied.items():
             if target in unit.params:  # loaded as its source's tensor: the target takes it, the source goes back
                 value = self.model.get_parameter(source)
@@ -302,7 +338,20 @@ class StreamedModel:
                 info.missing_keys.discard(target)
                 if not any(source in u.params and u.loaded for u in self.units):
                     _set(self.model, source, _placeholder(value, self.device))
-        wanted = set(unit.params)
+        self._check(info, unit.params)
+        with self._lock:
+            unit.loaded, unit.pending = True, None
+
+    def _check(self, info: Any, params: list[str]) -> None:
+        """InputError for what loading ``params`` found wrong: a conversion that raised, a shape, a tensor missing."""
+        if failed := sorted(info.conversion_errors):  # a conversion (e.g. a dequantization) that raised
+            reason = str(info.conversion_errors[failed[0]]).strip().splitlines()[-2:]
+            raise InputError(
+                f"the target's tensors for {failed[0]!r} could not be read: {' '.join(reason)}",
+                path=self.directory,
+                hint=_WEIGHTS_HINT,
+            )
+        wanted = set(params)
         if bad := sorted(k for k, *_ in info.mismatched_keys if k in wanted):
             shapes = {k: (tuple(a), tuple(b)) for k, a, b in info.mismatched_keys}
             raise InputError(
@@ -315,8 +364,6 @@ class StreamedModel:
             raise InputError(
                 f"the target's checkpoint has no tensor for {gone[0]!r}", path=self.directory, hint=_WEIGHTS_HINT
             )
-        with self._lock:
-            unit.loaded, unit.pending = True, None
 
     def _release(self, unit: Unit) -> None:
         with self._lock:
@@ -343,6 +390,8 @@ class StreamedModel:
     def close(self) -> None:
         for h in self._hooks:
             h.remove()
+        for stream in self.experts:
+            stream.close()
         self._reader.shutdown(wait=True)
 
     # ------------------------------------------------------------------------------------------------ running
@@ -487,13 +536,13 @@ def _set(model: torch.nn.Module, name: str, value: torch.Tensor) -> None:
     setattr(module, attr, value if isinstance(value, torch.nn.Parameter) else torch.nn.Parameter(value, False))
 
 
-def _placeholder(value: torch.Tensor, device: torch.device) -> torch.nn.Parameter:
-    """A parameter that is not read: its shape and dtype on the compute device, one element of storage (NaN, so a
-    use outside its module's forward cannot pass unnoticed). Not the meta device: models read ``weight.device``
-    before a module's forward (``input_ids.to(self.embed_tokens.weight.device)``)."""
+def _placeholder(value: torch.Tensor, device: torch.device, shape: tuple[int, ...] | None = None) -> torch.nn.Parameter:
+    """A parameter that is not read: its shape (or ``shape``) and dtype on the compute device, one element of
+    storage (NaN, so a use outside its module's forward cannot pass unnoticed). Not the meta device: models read
+    ``weight.device`` before a module's forward (``input_ids.to(self.embed_tokens.weight.device)``)."""
     fill = float("nan") if value.is_floating_point() else 0
     one = torch.full((), fill, dtype=value.dtype, device=device)
-    return torch.nn.Parameter(one.expand(value.shape), requires_grad=False)
+    return torch.nn.Parameter(one.expand(value.shape if shape is None else shape), requires_grad=False)
 
 
 def _first(args: Any, kwargs: Any) -> torch.Tensor:

@@ -48,22 +48,31 @@ class MappedShards:
 
     def map(self, info: TensorInfo) -> torch.Tensor:
         """``info``'s tensor as stored, viewing a private mapping of its pages (unmapped when the last view dies)."""
+        return self.map_rows(info, 0, info.shape[0] if info.shape else 1)
+
+    def map_rows(self, info: TensorInfo, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` of ``info``'s tensor (along its first dimension) as stored, viewing a private mapping
+        of only their pages: a fused ``[E, ...]`` tensor is read an expert at a time, never whole."""
         dtype = TORCH_DTYPES.get(info.dtype)
         if dtype is None:
             raise InputError(
                 f"tensor {info.name!r} is stored as {info.dtype}, which the reference models do not read",
                 path=self.directory / info.shard,
             )
-        if info.nbytes == 0:
-            return torch.empty(info.shape, dtype=dtype)
-        start = info.start - info.start % PAGE  # mmap offsets are page multiples
-        pages = mmap.mmap(self._fd(info.shard), info.end - start, access=mmap.ACCESS_COPY, offset=start)
-        skip = info.start - start
+        rows = info.shape[0] if info.shape else 1
+        shape = (stop - start, *info.shape[1:]) if info.shape else ()
+        row_bytes = info.nbytes // rows if rows else 0
+        first, nbytes = info.start + start * row_bytes, (stop - start) * row_bytes
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        offset = first - first % PAGE  # mmap offsets are page multiples
+        pages = mmap.mmap(self._fd(info.shard), first + nbytes - offset, access=mmap.ACCESS_COPY, offset=offset)
+        skip = first - offset
         if skip % dtype.itemsize:  # a misaligned tensor (a writer that did not pad): copy it into aligned memory
-            flat = torch.frombuffer(pages, dtype=torch.uint8, count=info.nbytes, offset=skip).clone().view(dtype)
+            flat = torch.frombuffer(pages, dtype=torch.uint8, count=nbytes, offset=skip).clone().view(dtype)
         else:
-            flat = torch.frombuffer(pages, dtype=dtype, count=info.numel, offset=skip)  # holds `pages` alive
-        return flat.view(info.shape)
+            flat = torch.frombuffer(pages, dtype=dtype, count=nbytes // dtype.itemsize, offset=skip)  # holds `pages`
+        return flat.view(shape)
 
     def _fd(self, shard: str) -> int:
         with self._lock:

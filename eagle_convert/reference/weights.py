@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -33,6 +33,7 @@ class SafetensorsWeights:
         self._tensors = open_weights(self.directory)
         self._shards = MappedShards(self.directory)
         self._shares: dict[str, ExpertScale] = {}  # an expert's own scale, read from a fused one (quant_tensors.py)
+        self.bytes_read = 0  # bytes of tensors read (mapped to be used) so far, as stored
 
     def names(self) -> list[str]:
         return sorted([*self._tensors, *self._shares])
@@ -90,7 +91,25 @@ class SafetensorsWeights:
             return fused[list(share.rows)]  # one scale row a weight row (blocks straddling two projections)
         if info is None:
             raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=WEIGHTS_HINT)
+        self.bytes_read += info.nbytes
         return self._shards.map(info)
+
+    def read_rows(self, name: str, rows: Sequence[int]) -> torch.Tensor:
+        """Rows ``rows`` (ascending) of ``name`` along its first dimension, as stored, stacked: the experts of a
+        group out of a fused ``[E, ...]`` tensor, each run of consecutive rows mapped on its own (nothing else of the
+        tensor is read)."""
+        info = self._tensors.get(name)
+        if info is None:
+            raise InputError(f"tensor {name!r} is not in the checkpoint", path=self.directory, hint=WEIGHTS_HINT)
+        runs: list[list[int]] = []
+        for row in rows:
+            if runs and runs[-1][1] == row:
+                runs[-1][1] += 1
+            else:
+                runs.append([row, row + 1])
+        parts = [self._shards.map_rows(info, a, b) for a, b in runs]
+        self.bytes_read += sum(p.numel() * p.element_size() for p in parts)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def get(self, name: str) -> torch.Tensor:
         tensor = self.read(name)

@@ -366,8 +366,9 @@ def _time_notice(run: ReferenceRun, chosen: Compute, notice: Callable[[str], Non
     from eagle_convert.reference.compute import matmul_rate
 
     if sum(run.flops()) >= LONG_RUN_FLOP:
-        host = available_memory("cpu").bytes  # the page cache the streamed weights are read through
-        held = run.estimate(chosen.dtype_name).total if chosen.device.type == "cpu" else 0
+        memory = available_memory("cpu")
+        host = memory.bytes  # the page cache the streamed weights are read through
+        held = run.estimate(chosen.dtype_name, memory.plan("cpu")).total if chosen.device.type == "cpu" else 0
         notice(time_estimate(run, matmul_rate(chosen), None if host is None else host - held)[1])
 
 
