@@ -77,7 +77,7 @@ print(json.dumps({"s": seconds, "peak_gib": peak, "check": check, "from": eagle_
 
 def side_by_side(target: Path, old_tree: Path, repeat: int, sizes: dict[str, list[int]]) -> dict[str, Any]:
     """Each phase of the current tree and the old one, alternating, each in a fresh process."""
-    trees = {"transformers (now)": ROOT, f"hand-written ({OLD})": old_tree}
+    trees = {"transformers (now)": ROOT, f"--old ({old_tree.name.removeprefix('tree-')})": old_tree}
     results: dict[str, dict[str, list[dict[str, Any]]]] = {p: {k: [] for k in trees} for p in ("pass", "generate")}
     for phase in results:
         for i in range(repeat):
@@ -327,13 +327,14 @@ def write_gpt_oss(out: Path) -> None:
     _save_sharded(out, c["num_hidden_layers"], layer, head, c)
 
 
-def write_draft(out: Path, target: dict[str, Any], ids: list[int]) -> None:
-    """An EAGLE3 draft for ``target`` (one layer, SpecForge layout, borrowed embedding, 32,000-token draft vocab)."""
+def write_draft(out: Path, target: dict[str, Any], ids: list[int], intermediate: int | None = None) -> None:
+    """An EAGLE3 draft for ``target`` (one layer, SpecForge layout, borrowed embedding, 32,000-token draft vocab;
+    its MLP ``intermediate`` wide, else 4 x hidden)."""
     from safetensors.torch import save_file
 
     h, heads, kv = target["hidden_size"], target["num_attention_heads"], target["num_key_value_heads"]
     hd = target.get("head_dim") or h // heads  # the target's attention shape: heads divisible by the KV heads
-    inter, vocab, dv = 4 * h, target["vocab_size"], 32000
+    inter, vocab, dv = intermediate or 4 * h, target["vocab_size"], 32000
     g = torch.Generator().manual_seed(1)
     p = "midlayer."
     tensors = {

@@ -9,7 +9,9 @@ when its forward is about to run, through transformers' own loading step (``conv
 its renamings, its fusions of per-expert tensors, its quantizers' dequantization), from a zero-copy mapping of the
 shards (reference/stream.py), and dropped when its forward returns (its parameters become one-element placeholders
 on the compute device). While unit i runs, unit
-i + 1 is read on a background thread. A target small enough to hold (``resident``) is read once and kept.
+i + 1 is read on a background thread. A target small enough to hold (``resident``) is read once and kept. A
+mixture-of-experts layer is read without its routed experts: those run a group at a time inside its forward, only the
+experts a token is routed to read (reference/experts.py).
 
 Boundary ``j`` (0..N) is the input of decoder layer ``j``; boundary ``N`` is the last layer's output *before* the
 final norm (what engines capture for EAGLE3). They are captured by hooks on the decoder layers, so the same holds for
