@@ -42,13 +42,17 @@ def test_parity_with_transformers(overrides: dict[str, Any], tmp_path: Path) -> 
 
 
 def test_per_expert_tensors_are_fused_as_each_layer_streams(tmp_path: Path) -> None:
-    """The checkpoint holds one tensor per expert (what transformers writes back); the model fuses them per layer
-    as it is read, and no file is written beside the target."""
+    """The checkpoint holds one tensor per expert (what transformers writes back); the layer is read without them,
+    and its experts module fuses a group's tensors at a time as the layer runs (reference/experts.py); no file is
+    written beside the target."""
     save_random_target(tiny(), tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
     target = Target(tmp_path, resident=False)
     assert any(".mlp.experts.0." in n for n in target.weights.names())
     layer = next(u for u in target.model.units if u.name.endswith("layers.1"))
-    assert any(".experts.gate_up_proj" in p for p in layer.params) and len(layer.keys) > len(layer.params)
+    assert not any(".experts." in p for p in layer.params + layer.keys)
+    stream = next(s for s in target.model.experts if s.name.startswith(layer.name + "."))
+    assert any(p.endswith(".experts.gate_up_proj") for p in stream.params)
+    assert sorted(stream.keys.per_expert) == list(range(stream.num_experts)) and not stream.keys.fused
     target.run(torch.arange(10), capture=[2])
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -179,6 +179,14 @@ class StreamedExperts:
         self.experts_read += len(group)
         return state
 
+    def whole(self, param: str) -> torch.Tensor:
+        """One of the module's parameters with every expert, read now (asked for by name, not by a forward)."""
+        state = self.read(list(range(self.num_experts)))
+        self._install(state, self.params, self.num_experts)
+        value = self.module.get_parameter(param.removeprefix(self.name + ".")).detach()
+        self._release(self.params)
+        return value
+
     def groups(self, routed: list[int]) -> list[list[int]]:
         return [routed[i : i + self.group] for i in range(0, len(routed), self.group)]
 

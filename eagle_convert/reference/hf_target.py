@@ -378,6 +378,9 @@ class StreamedModel:
 
     def parameter(self, name: str) -> torch.Tensor:
         """One of the model's parameters, read from the checkpoint (e.g. the input embedding) and kept."""
+        stream = next((s for s in self.experts if name in s.params), None)
+        if stream is not None:  # a MoE layer's routed experts: every expert of them
+            return stream.whole(name)
         unit = next(u for u in self.units if name in u.params)
         self._ensure(unit)
         value: torch.Tensor = self.model.get_parameter(name).detach()
