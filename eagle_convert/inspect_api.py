@@ -16,7 +16,7 @@ from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
 from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
-from eagle_convert.rules.registry import finding, fix_fields
+from eagle_convert.rules.registry import Fixes, finding
 from eagle_convert.verify.context import located
 from eagle_convert.verify.deployment import check_deployment
 from eagle_convert.verify.gate import engines_json, gate_findings, views
@@ -50,7 +50,7 @@ class InspectReport:
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract, validated by eagle_convert/schemas/inspect-report.schema.json."""
         spec, ckpt = self.spec, self.checkpoint
-        aux = spec.aux
+        aux, fixes = spec.aux, Fixes.among(self.findings)
         return {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
@@ -114,7 +114,7 @@ class InspectReport:
                     for t in ckpt.tensors.values()
                 ],
             },
-            "findings": [{**f.to_dict(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
+            "findings": [{**f.to_dict(), **fixes.fields(f.rule_id)} for f in self.findings],
             "engines": list(self.engines),
             "deployment": dict(self.deployment),
             "summary": self.summary(),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -24,10 +23,10 @@ from rich.text import Text
 
 from eagle_convert.render import detail
 from eagle_convert.render.escape import one_line
-from eagle_convert.render.grouping import by_release
+from eagle_convert.render.grouping import More, table_rows
 from eagle_convert.render.probe_table import probe_conclusion, probe_table
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, fix_fields, fixable
+from eagle_convert.rules.registry import NOT_EAGLE3, RECORD_CONTRADICTED, Fixes
 from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
 from eagle_convert.verify.report import TENSOR_VALUES
 
@@ -43,7 +42,20 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 UNWRAPPED = 100_000  # the width of a stream that is not a terminal: one line per row, greppable, never wrapped
-_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)  # blanks before any closing colour codes
+_SGR_PARAMS = frozenset("0123456789;")
+
+
+def without_trailing_blanks(line: str) -> str:
+    """``line`` without the blanks at its end, before any closing colour codes (which stay). Linear in the line: a
+    regular expression for the same (blanks, then codes, then the end) backtracked over every run of blanks inside
+    the line, quadratic in a run, and rich pads a cell to the width of its longest value."""
+    end = len(line)
+    while end >= 3 and line[end - 1] == "m":  # peel the closing ESC [ ... m codes off the end
+        start = line.rfind("\x1b[", max(0, end - 64), end)
+        if start < 0 or not _SGR_PARAMS.issuperset(line[start + 2 : end - 1]):
+            break
+        end = start
+    return line[:end].rstrip(" \t") + line[end:]
 
 
 class NoTrailingBlanks:
@@ -57,7 +69,7 @@ class NoTrailingBlanks:
     def write(self, text: str) -> int:
         whole, newline, self.pending = (self.pending + text).rpartition("\n")
         if newline:
-            self.stream.write(_TRAILING.sub(r"\1", whole) + "\n")
+            self.stream.write("\n".join(map(without_trailing_blanks, whole.split("\n"))) + "\n")
         return len(text)
 
     def flush(self) -> None:
@@ -163,25 +175,29 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
     table.add_column("rule", no_wrap=True)
     table.add_column("severity", no_wrap=True)
     table.add_column("message", overflow="fold")
-    for f in by_release(findings):  # one row for a finding several releases share
+    fixes = Fixes.among(findings)
+    for f in table_rows(findings):  # one row for a finding several releases share; ROWS_PER_RULE of a rule
+        if isinstance(f, More):
+            table.add_row(f.rule_id, "", f.message)
+            continue
         table.add_row(
-            _rule_cell(f.rule_id, findings),
+            _rule_cell(f.rule_id, fixes),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
-            _message(f.rule_id, f.message, findings),
+            _message(f.rule_id, f.message, fixes),
         )
     console.print(table)
     _fixable_footer(console, findings)
 
 
-def _rule_cell(rule_id: str, findings: list[Finding]) -> Text:
+def _rule_cell(rule_id: str, fixes: Fixes) -> Text:
     """The rule id, marked ``[*]`` when ``eagle-convert normalize`` fixes it (as ruff marks fixable findings)."""
-    return Text(rule_id + (" [*]" if fixable(rule_id, findings) else ""))
+    return Text(rule_id + (" [*]" if fixes.fixable(rule_id) else ""))
 
 
-def _message(rule_id: str, message: str, findings: list[Finding]) -> RenderableType:
+def _message(rule_id: str, message: str, fixes: Fixes) -> RenderableType:
     """The finding's message, then what to do about it (the rule's fix, read among the report's findings) for
     errors and warnings."""
-    fix = fix_fields(rule_id, findings)["fix"]
+    fix = fixes.fields(rule_id)["fix"]
     if not fix:
         return message
     return Group(message, Text(f"fix: {fix}", style="dim"))
@@ -192,7 +208,8 @@ def _fixable_footer(console: Console, findings: list[Finding]) -> None:
         console.print(Text("EC001: this is not an EAGLE3 draft; the other findings read it as EAGLE3 would, and "
                            "`eagle-convert normalize` does not convert it."))  # fmt: skip
         return
-    fixed = sorted({f.rule_id for f in findings if fixable(f.rule_id, findings)})
+    fixes = Fixes.among(findings)
+    fixed = sorted(rule_id for rule_id in fixes.ids if fixes.fixable(rule_id))
     # beside EC113 normalize converts only once --aux-convention says which reading of the ids is true
     told = " --aux-convention output-of|input-to" if any(f.rule_id == RECORD_CONTRADICTED for f in findings) else ""
     if fixed:
@@ -504,14 +521,18 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
     table = Table(title=f"verify {report.path} (level {report.level}, engine {report.engine})", title_justify="left")
     for column in ("rule", "severity", "where", "message"):
         table.add_column(column, overflow="fold")
-    for f in by_release(report.findings):  # one row for a finding several releases share
+    fixes = Fixes.among(report.findings)
+    for f in table_rows(report.findings):  # one row for a finding several releases share; ROWS_PER_RULE of a rule
+        if isinstance(f, More):
+            table.add_row(f.rule_id, "", "", f.message)
+            continue
         where = " ".join(p for p in (f.file, f.pointer) if p)
         where = f"deployment: {f.subject}" if f.subject in DEPLOYMENT_SUBJECTS else where
         table.add_row(
-            _rule_cell(f.rule_id, report.findings),
+            _rule_cell(f.rule_id, fixes),
             Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
             where,
-            _message(f.rule_id, f.message, report.findings),
+            _message(f.rule_id, f.message, fixes),
         )
     if report.findings:
         console.print(table)

@@ -18,7 +18,7 @@ from eagle_convert.render.escape import one_line
 from eagle_convert.render.grouping import by_release
 from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
-from eagle_convert.rules.registry import RULES, fixable
+from eagle_convert.rules.registry import RULES, Fixes
 from eagle_convert.verify.report import VerifyReport
 from eagle_convert.version import PROJECT_URL, TOOL
 
@@ -278,11 +278,11 @@ def to_concise(report: VerifyReport, *, named: bool = False) -> str:
     it; a finding several releases share: one line naming them all), then one summary line, as ruff's concise
     output; an input error is one ``PATH: error: MESSAGE`` line. ``named`` (several checkpoints in one run): the
     summary line starts with ``PATH: `` too."""
-    lines = []
+    lines, fixes = [], Fixes.among(report.findings)
     for f in by_release(report.findings):  # one line for a finding several releases share
         where = os.path.join(report.path, f.file) if f.file else report.path
         pointer = f":{f.pointer}" if f.pointer else ""
-        mark = " [*]" if fixable(f.rule_id, report.findings) else ""
+        mark = " [*]" if fixes.fixable(f.rule_id) else ""
         lines.append(f"{where}{pointer}: {f.rule_id}{mark} {f.severity} {' '.join(f.message.split())}")
     if report.status == "error":
         lines.append(f"{report.path}: error: {report.error.message if report.error else 'could not be verified'}")

@@ -9,7 +9,8 @@ finding (a public contract).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, replace
 
 from eagle_convert.rules.finding import Finding
 
@@ -43,3 +44,36 @@ def by_release(findings: list[Finding]) -> list[Finding]:
         releases = ", ".join(dict.fromkeys(f.engine or "" for f in group))
         shown.append(replace(group[0], message=releases.join(around[key]), engine=None))
     return shown
+
+
+# The human tables show at most this many findings of one rule; one row counts the rest (every machine format, and
+# the concise lines, list them all). A table of 100,000 rows is read by nobody and took rich minutes to lay out.
+ROWS_PER_RULE = 25
+
+
+@dataclass(frozen=True)
+class More:
+    """The row that stands for the findings of ``rule_id`` past ROWS_PER_RULE."""
+
+    rule_id: str
+    count: int
+
+    @property
+    def message(self) -> str:
+        return f"... and {self.count:,} more {self.rule_id} findings (the JSON report, --json, lists every one)"
+
+
+def table_rows(findings: list[Finding], per_rule: int = ROWS_PER_RULE) -> list[Finding | More]:
+    """The rows of a human findings table: :func:`by_release`'s findings, at most ``per_rule`` of each rule, and in
+    place of the first left out a :class:`More` counting all that were."""
+    shown = by_release(findings)
+    total = Counter(f.rule_id for f in shown)
+    seen: Counter[str] = Counter()
+    rows: list[Finding | More] = []
+    for f in shown:
+        seen[f.rule_id] += 1
+        if seen[f.rule_id] <= per_rule:
+            rows.append(f)
+        elif seen[f.rule_id] == per_rule + 1:
+            rows.append(More(f.rule_id, total[f.rule_id] - per_rule))
+    return rows

@@ -996,32 +996,51 @@ RECORD_CONTRADICTED_FIX = (
 )
 
 
-def _refusal(rule_id: str, findings: Iterable[Finding]) -> str | None:
-    """Why normalize does not fix a finding of ``rule_id`` among ``findings`` although the rule is fixable, or None."""
-    ids = {f.rule_id for f in findings}
-    if NOT_EAGLE3 in ids:
-        return NOT_EAGLE3_FIX
-    if RECORD_CONTRADICTED in ids and rule_id in DEPENDS_ON_READING:
-        return RECORD_CONTRADICTED_FIX
-    return None
+@dataclass(frozen=True)
+class Fixes:
+    """What ``eagle-convert normalize`` fixes among one report's findings. The rule ids present are collected once
+    (:meth:`among`), so asking about every finding of a report costs time linear in the findings (a set rebuilt per
+    finding made ``inspect --json`` of 20,000 findings take 15 s)."""
+
+    ids: frozenset[str]
+
+    @classmethod
+    def among(cls, findings: Iterable[Finding]) -> Fixes:
+        return cls(frozenset(f.rule_id for f in findings))
+
+    def refusal(self, rule_id: str) -> str | None:
+        """Why normalize does not fix a finding of ``rule_id`` although the rule is fixable, or None."""
+        if NOT_EAGLE3 in self.ids:
+            return NOT_EAGLE3_FIX
+        if RECORD_CONTRADICTED in self.ids and rule_id in DEPENDS_ON_READING:
+            return RECORD_CONTRADICTED_FIX
+        return None
+
+    def fixable(self, rule_id: str) -> bool:
+        """The rule's own answer, except beside EC001, where normalize refuses the draft and fixes nothing, and for
+        the rules that depend on the trained hidden states beside EC113, where the ids contradict the provenance
+        record."""
+        rule = RULES.get(rule_id)
+        return bool(rule and rule.fixable) and self.refusal(rule_id) is None
+
+    def fields(self, rule_id: str) -> dict[str, Any]:
+        """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable)."""
+        rule = RULES.get(rule_id)
+        refusal = self.refusal(rule_id)
+        if rule is not None and rule.fixable and refusal is not None:
+            return {"fixable": False, "fix": refusal}
+        return {"fixable": rule.fixable if rule else False, "fix": rule.fix if rule else ""}
 
 
 def fixable(rule_id: str, findings: Iterable[Finding] = ()) -> bool:
-    """Whether ``eagle-convert normalize`` fixes a finding of ``rule_id`` among ``findings`` (the report's): the
-    rule's own answer, except beside EC001, where normalize refuses the draft and fixes nothing, and for the rules
-    that depend on the trained hidden states beside EC113, where the ids contradict the provenance record."""
-    rule = RULES.get(rule_id)
-    return bool(rule and rule.fixable) and _refusal(rule_id, findings) is None
+    """Whether ``eagle-convert normalize`` fixes a finding of ``rule_id`` among ``findings`` (:meth:`Fixes.fixable`;
+    for one finding: a loop over a report's findings builds :class:`Fixes` once)."""
+    return Fixes.among(findings).fixable(rule_id)
 
 
 def fix_fields(rule_id: str, findings: Iterable[Finding] = ()) -> dict[str, Any]:
-    """The ``fixable`` and ``fix`` fields every finding carries in JSON (unregistered ids: not fixable), read among
-    the report's ``findings`` (:func:`fixable`)."""
-    rule = RULES.get(rule_id)
-    refusal = _refusal(rule_id, findings)
-    if rule is not None and rule.fixable and refusal is not None:
-        return {"fixable": False, "fix": refusal}
-    return {"fixable": rule.fixable if rule else False, "fix": rule.fix if rule else ""}
+    """The ``fixable`` and ``fix`` fields of one finding of ``rule_id`` among ``findings`` (:meth:`Fixes.fields`)."""
+    return Fixes.among(findings).fields(rule_id)
 
 
 def find_rule(code: str) -> Rule:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle_convert.read.digest import FileDigest
 from eagle_convert.rules.finding import SEVERITIES, Finding
-from eagle_convert.rules.registry import fix_fields
+from eagle_convert.rules.registry import Fixes
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 if TYPE_CHECKING:  # the probe's and the engine's types; a static verify imports neither
@@ -67,6 +67,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract, validated by eagle_convert/schemas/verify-report.schema.json."""
+        fixes = Fixes.among(self.findings)
         return {
             "schema_version": SCHEMA_VERSION,
             "tool": TOOL,
@@ -78,7 +79,7 @@ class VerifyReport:
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},
-            "findings": [{**f.to_dict(), **fix_fields(f.rule_id, self.findings)} for f in self.findings],
+            "findings": [{**f.to_dict(), **fixes.fields(f.rule_id)} for f in self.findings],
             "checks": [asdict(c) for c in self.checks],
             "error": self.error.to_dict() if self.error is not None else None,
             "probe": self.probe.to_dict() if self.probe is not None else None,
