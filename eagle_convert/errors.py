@@ -25,6 +25,9 @@ EXIT_MEANINGS = {
     EXIT_INTERRUPTED: "interrupted (SIGINT)",
     EXIT_TERMINATED: "terminated (SIGTERM)",
 }
+# The longest cause an error message carries: one that quotes an input (a name, a value, a server's answer) is cut
+# here, so a 10 MB name or a million-entry list is never echoed whole.
+MAX_CAUSE = 4000
 
 
 class EagleConvertError(Exception):
@@ -41,7 +44,9 @@ class EagleConvertError(Exception):
 
     @property
     def message(self) -> str:
-        text = " ".join(self.cause.split())  # always one line
+        text = " ".join(self.cause[: 2 * MAX_CAUSE].split())  # always one line
+        if len(text) > MAX_CAUSE or len(self.cause) > 2 * MAX_CAUSE:
+            text = f"{text[:MAX_CAUSE]}... (cut at {MAX_CAUSE:,} characters)"
         return f"{self.path}: {text}" if self.path else text
 
 

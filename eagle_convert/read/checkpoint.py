@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from eagle_convert.errors import ConfigError, InputError, NothingToCheckError, ShardIndexError, UnsafePathError
 from eagle_convert.read.jsonstrict import parse_json_object
 from eagle_convert.read.regular import read_regular
-from eagle_convert.read.safetensors_header import SafetensorsHeader, TensorInfo, read_header
+from eagle_convert.read.safetensors_header import LIMIT_HINT, MAX_TENSORS, SafetensorsHeader, TensorInfo, read_header
 from eagle_convert.read.source_files import Fingerprint
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -44,6 +44,11 @@ def is_checkpoint_file(name: str) -> bool:
         or name in TOKENIZER_FILES
         or name.endswith((SAFETENSORS_SUFFIX, INDEX_SUFFIX, ".bin.index.json", *PICKLE_SUFFIXES))
     )
+
+
+# The most shards an index may name: the largest released checkpoints have a few hundred (Llama 3.1 405B: 191).
+MAX_SHARDS = 10_000
+NAME_MAX = 255  # bytes in a file name (UTF-8), on every filesystem a checkpoint lives on
 
 
 @dataclass(frozen=True)
@@ -233,7 +238,7 @@ def _read_weights(
             if name not in named
         )
     else:
-        headers = [store.header(name) for name in safetensors]
+        headers = _read_headers(store, safetensors, path)
         tensors = _tensor_map(headers, path)
         if len(headers) > 1:
             notes.append(
@@ -274,16 +279,14 @@ def _read_sharded(store: Store, index_name: str) -> tuple[list[SafetensorsHeader
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ShardIndexError("weight_map must be an object mapping tensor names to shard file names", path=index_path)
-    shard_names: list[str] = []
-    for name in weight_map.values():
-        if name not in shard_names:
-            _check_shard_name(name, index_path)
-            shard_names.append(name)
-    headers = []
+    shard_names = list(dict.fromkeys(weight_map.values()))  # in order of first mention; a set: linear in the map
+    _check_shard_count(shard_names, index_path)
+    for name in shard_names:
+        _check_shard_name(name, index_path)
     for name in shard_names:
         if not store.is_file(name):
             raise ShardIndexError(f"shard {name!r} named by the index does not exist", path=index_path)
-        headers.append(store.header(name))
+    headers = _read_headers(store, shard_names, index_path)
 
     tensors = _tensor_map(headers, index_path)
     for header in headers:
@@ -303,6 +306,30 @@ def _read_sharded(store: Store, index_name: str) -> tuple[list[SafetensorsHeader
         )
     _check_total_size(index, sum(t.nbytes for t in tensors.values()), index_path)
     return headers, tensors
+
+
+def _read_headers(store: Store, names: list[str], source: str | Path) -> list[SafetensorsHeader]:
+    """The header of each shard in ``names``, at most MAX_SHARDS of them holding at most MAX_TENSORS tensors in all
+    (counted as they are read: memory stays bounded by the limits, whatever the index or the directory holds)."""
+    _check_shard_count(names, source)
+    headers, count = [], 0
+    for name in names:
+        header = store.header(name)
+        count += len(header.tensors)
+        if count > MAX_TENSORS:
+            raise ShardIndexError(
+                f"the shards hold over {MAX_TENSORS:,} tensors (the limit) by {name}", path=source, hint=LIMIT_HINT
+            )
+        headers.append(header)
+    return headers
+
+
+def _check_shard_count(names: list[str], source: str | Path) -> None:
+    if len(names) > MAX_SHARDS:
+        says = "names" if str(source).endswith(INDEX_SUFFIX) else "holds"
+        raise ShardIndexError(
+            f"{says} {len(names):,} shards, over the {MAX_SHARDS:,} limit", path=source, hint=LIMIT_HINT
+        )
 
 
 def _check_total_size(index: dict[str, Any], actual: int, index_path: str) -> None:
@@ -336,6 +363,12 @@ def is_plain_name(name: str) -> bool:
 
 
 def _check_shard_name(name: str, index_path: str) -> None:
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX:
+        raise ShardIndexError(
+            f"index names shard {name[:60]!r}... of {size:,} bytes, longer than a file name can be ({NAME_MAX})",
+            path=index_path,
+        )
     if not is_plain_name(name):
         raise UnsafePathError(f"index names shard {name!r}, which is not a plain file name", path=index_path)
     if not name.endswith(SAFETENSORS_SUFFIX):

@@ -145,9 +145,34 @@ def _dict_at(raw: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     return value
 
 
-def _ids(value: list[int] | None) -> list[int] | None:
-    """A copy of an id list (its type checked against DRAFT_TYPES before it is read)."""
-    return None if value is None else list(value)
+# The longest list of layer ids read: one id per layer of the largest model read (MODEL_SIZE_RANGES); a longer list
+# names no model, and every finding that quotes the ids would repeat it.
+MAX_LAYER_IDS = MODEL_SIZE_RANGES["num_hidden_layers"][1]
+
+
+def _ids(value: list[int] | None, where: str, source: str) -> list[int] | None:
+    """A copy of an id list (its type checked against DRAFT_TYPES before it is read); a ConfigError past
+    MAX_LAYER_IDS entries."""
+    if value is None:
+        return None
+    _at_most_layers(value, where, source, "layer ids")
+    return list(value)
+
+
+def _bands(value: list[list[int]] | None, source: str) -> list[list[int]] | None:
+    if value is None:
+        return None
+    _at_most_layers(value, BANDS_KEY, source, "bands")
+    return [_ids(band, BANDS_KEY, source) or [] for band in value]
+
+
+def _at_most_layers(value: list[Any], where: str, source: str, what: str) -> None:
+    if len(value) > MAX_LAYER_IDS:
+        raise ConfigError(
+            f"{where} lists {len(value):,} {what}, over the {MAX_LAYER_IDS:,} limit (a model has at most "
+            f"{MAX_LAYER_IDS:,} layers)",
+            path=source,
+        )
 
 
 @dataclass(frozen=True)
@@ -269,8 +294,8 @@ class DraftConfig:
             model_type=model_type,
             dims=dims,
             eagle_config=eagle_config,
-            top_level_ids=_ids(raw.get(IDS_KEY)),
-            eagle_config_ids=_ids(eagle_config.get(IDS_KEY)),
+            top_level_ids=_ids(raw.get(IDS_KEY), IDS_KEY, src),
+            eagle_config_ids=_ids(eagle_config.get(IDS_KEY), "eagle_config." + IDS_KEY, src),
             num_aux_hidden_states=r.int("num_aux_hidden_states"),
             use_aux_hidden_state=ec.bool("use_aux_hidden_state"),
             fc_norm=r.bool("fc_norm"),
@@ -284,10 +309,10 @@ class DraftConfig:
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             rope_parameters=rope_parameters,
-            trainer_ids=_ids(r.value(TRAINER_IDS_KEY)),
-            target_layer_ids=_ids(raw.get(TARGET_LAYER_IDS_KEY)),
+            trainer_ids=_ids(r.value(TRAINER_IDS_KEY), TRAINER_IDS_KEY, src),
+            target_layer_ids=_ids(raw.get(TARGET_LAYER_IDS_KEY), TARGET_LAYER_IDS_KEY, src),
             injection_mode=r.value(INJECTION_MODE_KEY),
-            aux_layer_bands=[list(band) for band in bands] if (bands := r.value(BANDS_KEY)) is not None else None,
+            aux_layer_bands=_bands(r.value(BANDS_KEY), src),
             research_block=research if isinstance(research, dict) else None,
             aliases=tuple(aliases),
             type_problems=problems,

@@ -22,10 +22,19 @@ from eagle_convert.read.lfs import FIRST_BYTES as LFS_FIRST_BYTES
 from eagle_convert.read.lfs import MAX_POINTER_BYTES, pointer_error
 from eagle_convert.read.regular import open_regular
 from eagle_convert.read.source_files import Fingerprint
+from eagle_convert.version import docs_url
 
 PAGE = 4096
 # The reference parser's cap; a larger claimed header is refused before anything is allocated.
 MAX_HEADER_BYTES = 100_000_000
+# The longest tensor name read (the reference parser has no cap; real names are under 200 characters). Every name is
+# printed, compared and written again: a 10 MB name made each of those cost megabytes.
+MAX_TENSOR_NAME = 4096
+# The most tensors one checkpoint (or one shard) may hold, whatever the number of shards: the largest real
+# checkpoints (DeepSeek-V3, Kimi K2 in FP8 with their scales) hold under 200,000.
+MAX_TENSORS = 1 << 20
+# the hint of every size limit of what is read: no real checkpoint comes near one
+LIMIT_HINT = f"no real checkpoint comes near this limit ({docs_url('docs/security.md', 'limits')}): check the file"
 
 # Bits per element of every dtype the format defines.
 DTYPE_BITS: Mapping[str, int] = {
@@ -131,6 +140,10 @@ def parse_header(raw: bytes, file_size: int, source: str, shard: str) -> Safeten
     metadata = _metadata(
         {} if given is None else given, source
     )  # null is "no metadata", as in the reference; [] is not
+    if len(doc) > MAX_TENSORS:
+        raise HeaderError(
+            f"header lists {len(doc):,} tensors, over the {MAX_TENSORS:,} limit", path=source, hint=LIMIT_HINT
+        )
     tensors = [_entry(name, value, data_start, source, shard) for name, value in doc.items()]
     _check_coverage(tensors, data_start, buffer_size, source)
     return SafetensorsHeader(Path(source), file_size, data_start, metadata, tuple(tensors))
@@ -165,6 +178,12 @@ def _metadata(value: object, source: str) -> dict[str, str]:
 def _entry(name: str, value: object, data_start: int, source: str, shard: str) -> TensorInfo:
     if not name:
         raise HeaderError("a tensor has an empty name", path=source)
+    if len(name) > MAX_TENSOR_NAME:
+        raise HeaderError(
+            f"tensor {name[:60]!r}... has a name of {len(name):,} characters, over the {MAX_TENSOR_NAME:,} limit",
+            path=source,
+            hint=LIMIT_HINT,
+        )
     if not isinstance(value, dict):
         raise HeaderError(f"tensor {name!r}: entry is not an object", path=source)
     missing = _ENTRY_FIELDS - value.keys()
