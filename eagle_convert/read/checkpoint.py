@@ -6,6 +6,7 @@ torch or reads tensor bytes. Pickle weight files are listed, never opened.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -80,7 +81,9 @@ class LocalStore:
         return sorted(p.name for p in self.root.iterdir())
 
     def is_file(self, name: str) -> bool:
-        return (self.root / name).is_file()
+        path = self.root / name
+        _resolved(path, self.root)  # a symlink loop is named as one, not as a missing file
+        return path.is_file()
 
     def location(self, name: str) -> str:
         return str(self.root / name)
@@ -131,6 +134,9 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise InputError("no such file or directory", path=path, hint="check the path (or the repo id)")
+    if path.is_symlink() and not path.exists():  # a link to nothing, or one that loops
+        _resolved(path, path.parent)
+        raise InputError("is a symbolic link to a file that does not exist", path=path, hint="check the link's target")
     if path.is_file():
         return _open_file(path)
     if not path.is_dir():
@@ -380,14 +386,26 @@ def _ensure_inside(root: Path, path: Path) -> None:
 
     The one exception is a Hugging Face cache snapshot, whose files are symlinks into the same repo's ``blobs/``.
     """
-    real_root = root.resolve()
-    real = path.resolve()
+    real_root = _resolved(root, root)
+    real = _resolved(path, root)
     if real.is_relative_to(real_root):
         return
     repo_dir = real_root.parent.parent
     if real_root.parent.name == "snapshots" and real.is_relative_to(repo_dir / "blobs"):
         return
     raise UnsafePathError(f"{path.name} resolves to {real}, outside the checkpoint directory", path=root)
+
+
+def _resolved(path: Path, root: Path) -> Path:
+    """``path`` with every symlink followed; an InputError naming ``path`` when a link loops or cannot be read."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:  # Python < 3.13 raises RuntimeError for a loop, later ones OSError
+        loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+        cause = "is a symbolic link that loops" if loop else f"cannot be resolved: {getattr(exc, 'strerror', exc)}"
+        raise InputError(
+            f"{cause}: not read", path=path, hint=f"replace it with the real file, or a link to one inside {root}"
+        ) from None
 
 
 def _shard_info(header: SafetensorsHeader) -> ShardInfo:

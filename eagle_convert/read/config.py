@@ -434,7 +434,8 @@ class TargetConfig:
     def from_path(cls, path: str | Path) -> TargetConfig:
         path = Path(path)
         config_path = path / "config.json" if path.is_dir() else path
-        if not config_path.exists():  # anything else there (a FIFO, a socket) is named by the reader, never opened
+        # anything else there (a FIFO, a socket, a symlink that loops) is named by the reader, never opened
+        if not config_path.exists() and not config_path.is_symlink():
             raise ConfigError(
                 "target config.json not found",
                 path=config_path,
