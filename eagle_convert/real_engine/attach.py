@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import engines
-from eagle_convert.errors import AttachError, UsageError
+from eagle_convert.errors import AttachError, TooLargeError, UsageError
 from eagle_convert.read.redact import redact_url
 from eagle_convert.real_engine.base import acceptance
 
@@ -193,7 +193,7 @@ class _Endpoint:
                     hint="point --engine-url at the engine's own HTTP server; its answers are far smaller",
                 )
             declared = response.getheader("Content-Length") or ""
-            if declared.isdigit() and len(payload) < int(declared):
+            if declared.isdecimal() and len(payload) < int(declared):
                 raise self._gone(f"the answer ended after {len(payload)} of its {declared} bytes", phase)
             return response.status, response.reason, response.getheader("Location"), payload
         except (http.client.HTTPException, OSError) as exc:  # reset, closed mid-answer, refused, timed out
@@ -387,7 +387,7 @@ def _total(samples: Samples, name: str) -> float:
 def _per_position(samples: Samples) -> dict[int, float]:
     out: dict[int, float] = {}
     for name, labels, value in samples:
-        if name == ACCEPTED_PER_POS and labels.get("position", "").isdigit():
+        if name == ACCEPTED_PER_POS and labels.get("position", "").isdecimal():
             out[int(labels["position"])] = out.get(int(labels["position"]), 0.0) + value
     return out
 
@@ -477,6 +477,8 @@ def _vllm_info(server: _Endpoint, info: Any, metrics: str | None, timeout: float
         model = models["data"][0]
     except (KeyError, IndexError, TypeError):
         raise _missing(server, "/v1/models", "data[0]") from None
+    if not isinstance(model, dict):
+        raise _missing(server, "/v1/models", "data[0] as an object")
     reported = ["/version", "/v1/models"]
     config = _optional_json(server, "/server_info?config_format=json", timeout) if info is not None else None
     spec = config.get("vllm_config", {}).get("speculative_config") if isinstance(config, dict) else None
@@ -510,7 +512,7 @@ def _vllm_info(server: _Endpoint, info: Any, metrics: str | None, timeout: float
         speculative=counters or bool(spec),
         method=method,
         draft_path=str(draft) if draft else None,
-        num_speculative_tokens=int(k) if k is not None else None,
+        num_speculative_tokens=_optional_count(server, "/server_info", "num_speculative_tokens", k),
         reported_by=reported,
         not_reported=not_reported,
     )
@@ -533,7 +535,7 @@ def _sglang_info(server: _Endpoint, info: Any) -> ServerInfo:
         speculative=bool(method),
         method=str(method) if method else None,
         draft_path=info.get("speculative_draft_model_path"),
-        num_speculative_tokens=int(steps) if steps is not None else None,
+        num_speculative_tokens=_optional_count(server, "/server_info", "speculative_num_steps", steps),
         reported_by=["/server_info"],
         not_reported=None if method else "its /server_info has speculative_algorithm null",
     )
@@ -604,6 +606,20 @@ def _count(server: _Endpoint, path: str, what: str, value: Any) -> int:
     return int(number)
 
 
+def _optional_count(server: _Endpoint, path: str, what: str, value: Any) -> int | None:
+    """A count the server may leave out (None), else as :func:`_count` reads it."""
+    return None if value is None else _count(server, path, what, value)
+
+
+def _token_ids(server: _Endpoint, path: str, what: str, value: Any) -> list[int]:
+    """The generated token ids of one answer (none when the server leaves them out): a list of counts, else a fault."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fault(server, path, f"{what} is {_clip(repr(value).encode(), limit=60)}, not a list of token ids")
+    return [_count(server, path, f"{what}[{n}]", t) for n, t in enumerate(value)]
+
+
 def _consistent(
     server: _Endpoint, path: str, drafts: int, draft_tokens: int, accepted: int, positions: list[int]
 ) -> None:
@@ -661,6 +677,8 @@ def run(
     info = _detect(server, timeout, engine)
     identity, note = draft_identity(info.draft_path, draft)
     counts = MEASURE[info.engine](server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
+    if counts.drafts <= 0:  # each engine's reader says why; a server that measured nothing never passes
+        raise AttachError(f"the {info.engine} server at {server.url} measured no draft during the run")
     if counts.draft_len is not None and info.num_speculative_tokens is None:
         info = replace(info, num_speculative_tokens=counts.draft_len)
     mean, rates = acceptance(counts.drafts, counts.accepted_tokens, counts.accepted_per_position)
@@ -734,9 +752,12 @@ def _completions(
         }
         answer = server.json("/v1/completions", body, timeout, "during the run")
         try:
-            choice, generated = answer["choices"][0], int(answer["usage"]["completion_tokens"])
-        except (KeyError, IndexError, TypeError, ValueError):
+            choice, generated = answer["choices"][0], answer["usage"]["completion_tokens"]
+        except (KeyError, IndexError, TypeError):
             raise _missing(server, "/v1/completions", "choices[0] and usage.completion_tokens") from None
+        if not isinstance(choice, dict):
+            raise _missing(server, "/v1/completions", "choices[0] as an object")
+        generated = _count(server, "/v1/completions", "usage.completion_tokens", generated)
         if generated != new_tokens:
             raise AttachError(
                 f"{server.url}/v1/completions generated {generated} tokens, not the {new_tokens} asked for "
@@ -744,7 +765,7 @@ def _completions(
                 hint="lower the number of new tokens (--engine-tokens) below the server's --max-model-len minus the "
                 "prompt",
             )
-        return {"token_ids": [int(t) for t in choice.get("token_ids") or []]}
+        return {"token_ids": _token_ids(server, "/v1/completions", "choices[0].token_ids", choice.get("token_ids"))}
 
     return send
 
@@ -842,13 +863,13 @@ def _run_sglang(
         needed = ("spec_verify_ct", "spec_num_correct_drafts", "completion_tokens")
         if not isinstance(meta, dict) or any(k not in meta for k in needed):
             raise _missing(server, "/generate", "meta_info." + ", meta_info.".join(needed))
-        if int(meta["completion_tokens"]) != new_tokens:
+        if _count(server, "/generate", "meta_info.completion_tokens", meta["completion_tokens"]) != new_tokens:
             raise AttachError(
                 f"{server.url}/generate generated {meta['completion_tokens']} tokens, not the {new_tokens} asked for "
                 f"(finish_reason {meta.get('finish_reason')!r})",
                 hint="lower the number of new tokens below the server's --context-length minus the prompt",
             )
-        return {"token_ids": [int(t) for t in answer.get("output_ids") or []], "meta": meta}
+        return {"token_ids": _token_ids(server, "/generate", "output_ids", answer.get("output_ids")), "meta": meta}
 
     started = time.perf_counter()
     answers = _send_all(prompts, concurrency, send)
@@ -880,6 +901,12 @@ def _run_sglang(
         for n, c in enumerate(counts):
             histogram[n] += c
         longest = max(longest, len(counts))
+    if drafts == 0:
+        raise AttachError(
+            f"the SGLang server at {server.url} verified no draft during the run (every answer's "
+            "meta_info.spec_verify_ct is 0): it measured nothing",
+            hint="serve the target with the draft (--speculative-algorithm EAGLE3); ask for more than one new token",
+        )
     # a step that accepted n draft tokens accepted one at each of positions 0..n-1: suffix sums, linear time
     width = max(info.num_speculative_tokens or 0, longest - 1)
     per_position, tail = [0] * width, 0
@@ -1046,7 +1073,10 @@ def draft_identity(served: str | None, draft: Path | None) -> tuple[str, str]:
         return "same", f"the server serves {served}, which is DRAFT"
     if not there.is_dir():
         return "unknown", f"the server serves {served}, which is not a directory readable here to compare with DRAFT"
-    mine, theirs = _fingerprint(here), _fingerprint(there)
+    try:
+        mine, theirs = _fingerprint(here), _fingerprint(there)
+    except TooLargeError:  # hashing both is capped (read/digest.py MAX_HASHED_BYTES)
+        return "unknown", f"the server serves {served}: too large to compare with DRAFT by sha256"
     if mine == theirs:
         return "same", f"the server serves {served}: config.json and weights have DRAFT's sha256"
     return "different", f"the server serves {served}: its config.json or weights differ from DRAFT's"
