@@ -265,7 +265,7 @@ def test_markdown_summary(report: VerifyReport, error_report: VerifyReport) -> N
     assert "**2 errors**, 2 warnings, 1 info" in md
     table = [line for line in md.splitlines() if line.startswith(f"| {ERR} ")]
     cells = f"| {ERR} {RULES[ERR].name} | error | `config.json` | `/hidden_size` |"
-    assert table[0] == f"{cells} fc width 12288 != 3 * 4096 \\| mismatch |"
+    assert table[0] == f"{cells} fc width 12288 != 3 \\* 4096 \\| mismatch |"  # Markdown's * escaped
     assert all(line.count("|") - line.count("\\|") == 6 for line in md.splitlines() if line.startswith("| EC"))
     assert "100% odd: tensor<br>not recognised" in md
     assert "<details>" in md and "</details>" in md and "needs --level tensors" in md

@@ -11,6 +11,7 @@ from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.releases import Release, launch_command, resolve_engines
+from eagle_convert.render.escape import markdown_code, markdown_text
 from eagle_convert.verify.deployment import CAPTURE_KEY
 from eagle_convert.verify.gate import views
 from eagle_convert.verify.report import VerifyReport
@@ -120,7 +121,7 @@ def render_card(
         f"| hidden size / target hidden size | {_v(d.hidden_size)} / {_v(spec.target_hidden_size or d.hidden_size)} |",
         f"| aux hidden states (K) | {spec.num_aux_hidden_states} |",
         f"| vocab / draft vocab | {_v(d.vocab_size)} / {_v(d.draft_vocab_size)} |",
-        f"| rope | theta {_v(spec.config.rope_theta)}, scaling {json.dumps(rope) if rope else 'none'} |",
+        f"| rope | theta {_v(spec.config.rope_theta)}, scaling {markdown_text(json.dumps(rope)) if rope else 'none'} |",
         f"| max_position_embeddings | {_v(d.max_position_embeddings)} |",
         "",
         "## Aux layers",
@@ -174,7 +175,7 @@ def render_card(
         "",
         "| file | bytes | sha256 |",
         "|---|---|---|",
-        *[f"| {f.name} | {f.size} | `{f.sha256}` |" for f in report.files],
+        *[f"| {markdown_code(f.name)} | {f.size} | `{f.sha256}` |" for f in report.files],
         "",
     ]
     if target is not None:

@@ -4,7 +4,8 @@ order than it is, or stop a UTF-8 stream. Light to import: the JSON and CI forma
 
 Every renderer for people or line tools goes through :func:`one_line` (the rich console's strings, ``Error:`` and
 ``Hint:``, the concise lines, GitHub workflow commands, the Markdown summary, JUnit's text); JSON keeps each string as
-it is, with the same characters written as JSON escapes (:func:`json_text`).
+it is, with the same characters written as JSON escapes (:func:`json_text`). Markdown (the GitHub step summary, the
+model card) takes its strings through :func:`markdown_text` or :func:`markdown_code` too.
 """
 
 from __future__ import annotations
@@ -39,4 +40,33 @@ def json_text(text: str) -> str:
     return _LEFT_BY_JSON.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
-__all__ = ["UNSAFE", "json_text", "one_line"]
+# Markdown (CommonMark and GitHub's tables): the characters that start an inline construct. ``&``, ``<`` and ``>``
+# become entities (no raw HTML, no autolink); the rest are backslash-escaped, which CommonMark allows for every ASCII
+# punctuation character: no link or image (``[``, ``]``: ``!`` alone starts nothing), code span (a backtick),
+# emphasis or strikethrough (``*``, ``_``, ``~``), or cell boundary (``|``) can come from input.
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_ACTIVE = re.compile(r"[&<>\\`*_\[\]|~]")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal Markdown inline text on one line: what GitHub shows is ``text`` itself (control characters
+    escaped as :func:`one_line` does, line breaks as ``<br>``), never HTML, a link, an image or formatting."""
+    lines = [
+        _MD_ACTIVE.sub(lambda m: _MD_ENTITIES.get(m[0], "\\" + m[0]), one_line(line))
+        for line in re.split(r"\r\n?|\n", text)
+    ]
+    return "<br>".join(lines)
+
+
+def markdown_code(text: str, *, table: bool = True) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds: the fence is one backtick longer than the
+    longest run inside (CommonMark 6.1), so the span cannot be closed early and what follows read as HTML. In a GFM
+    ``table`` a ``|`` still ends the cell, so it is escaped there (GitHub removes the backslash inside the span)."""
+    text = one_line(" ".join(text.splitlines()))
+    text = text.replace("|", "\\|") if table else text
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+__all__ = ["UNSAFE", "json_text", "markdown_code", "markdown_text", "one_line"]

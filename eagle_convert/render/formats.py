@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from eagle_convert.render.escape import one_line
+from eagle_convert.render.escape import markdown_code, markdown_text, one_line
 from eagle_convert.render.grouping import by_release
 from eagle_convert.render.json_output import dumps
 from eagle_convert.rules.finding import Finding
@@ -300,21 +300,13 @@ def to_concise(report: VerifyReport, *, named: bool = False) -> str:
 
 
 def _md_cell(text: str) -> str:
-    """Text safe in a GFM table cell: line breaks as <br>, other control characters escaped (``one_line``), pipes
-    escaped, HTML neutralised."""
-    text = "\n".join(one_line(line) for line in re.split(r"\r\n?|\n", text))
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return text.replace("\n", "<br>")
+    """Text safe in a GFM table cell (or any inline Markdown): :func:`markdown_text`."""
+    return markdown_text(text)
 
 
 def _md_code(text: str | None, *, table: bool = True) -> str:
-    """A code span: only `|` needs escaping there, and only in a GFM table (entities and escapes stay literal)."""
-    if not text:
-        return ""
-    text = one_line(" ".join(text.splitlines()))
-    text = text.replace("|", "\\|") if table else text
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
+    """A code span (:func:`markdown_code`); nothing for no text."""
+    return markdown_code(text, table=table) if text else ""
 
 
 def _md_plural(n: int, word: str) -> str:
