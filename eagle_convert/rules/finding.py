@@ -25,6 +25,12 @@ class Finding:
     subject: str | None = None  # the tensor name or config key the finding is about
     engine: str | None = None  # set when only one engine release is affected
 
+    def at(self, file: str | None, pointer: str | None) -> Finding:
+        """This finding placed at ``file`` and ``pointer`` (``dataclasses.replace``, without its per-call
+        introspection: every finding of a report is placed, 100,000 of them for a header of unknown tensors)."""
+        s = self
+        return Finding(s.rule_id, s.severity, s.message, file, pointer, s.expected, s.actual, s.subject, s.engine)
+
     def to_dict(self) -> dict[str, Any]:
         """A finding in JSON, the same keys in ``inspect`` and ``verify`` (eagle_convert/schemas/inspect-report and
         verify-report.schema.json): where it is (``file``, ``pointer``), what it is about (``subject``) and the one

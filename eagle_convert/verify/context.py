@@ -7,7 +7,7 @@ The checks themselves are in ``static.py`` (architecture, aux layers, flags, ten
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_convert.draft.detect import DraftSpec
@@ -128,11 +128,11 @@ def located(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> Finding:
     as TensorRT-LLM's eagle3_layers_to_capture: no file of the draft), as inspect and verify report it."""
     subject = f.subject
     if subject in DEPLOYMENT_SUBJECTS:
-        return replace(f, file=None, pointer=None)
+        return f.at(None, None)
     if subject and subject in ckpt.tensors:
-        return replace(f, file=ckpt.tensors[subject].shard, pointer=subject)
+        return f.at(ckpt.tensors[subject].shard, subject)
     if subject == IDS_KEY and spec.aux.location == "eagle_config":
-        return replace(f, file=CONFIG, pointer=config_pointer(f"eagle_config.{IDS_KEY}"))
+        return f.at(CONFIG, config_pointer(f"eagle_config.{IDS_KEY}"))
     if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
-        return replace(f, file=CONFIG, pointer=config_pointer(subject))
-    return replace(f, pointer=subject)
+        return f.at(CONFIG, config_pointer(subject))
+    return f.at(f.file, subject)
