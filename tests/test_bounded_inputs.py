@@ -339,9 +339,13 @@ def test_a_million_aux_layer_ids_are_refused(tmp_path: Path) -> None:
 
 
 def test_an_error_quoting_a_huge_value_is_one_short_line(tmp_path: Path) -> None:
-    """A message quoting an input (here a million-entry list where a string belongs) is cut, not echoed whole."""
-    draft = _draft(tmp_path / "d", config={**CONFIG, "eagle_aux_injection_mode": list(range(1_000_000))})
-    error = _one_error(_cli("inspect", str(draft)), "config.json", "eagle_aux_injection_mode is [0, 1, 2")
+    """A message quoting an input (here a million-entry list where the index's total_size belongs) is cut, not
+    echoed whole."""
+    draft = _draft(tmp_path / "d", tensors=4, shards=2)
+    index = json.loads((draft / "model.safetensors.index.json").read_text())
+    index["metadata"]["total_size"] = list(range(1_000_000))
+    (draft / "model.safetensors.index.json").write_text(json.dumps(index))
+    error = _one_error(_cli("inspect", str(draft)), "index.json", "metadata.total_size [0, 1, 2")
     assert error.endswith("(cut at 4,000 characters)")
 
 

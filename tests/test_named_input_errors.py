@@ -102,6 +102,15 @@ def test_a_symlink_loop_is_a_named_input_error(tmp_path: Path, where: str, comma
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["normalize", "verify --output"])
+def test_an_output_that_is_a_symlink_loop_is_named(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "out"
+    _loop(out)
+    args = [str(out)] if command == "normalize" else ["--no-hash", "--output", str(out)]
+    _one_error(_cli(command.split()[0], str(DRAFT), *args), str(out), "is a symbolic link that loops: nothing written")
+    assert out.is_symlink()
+
+
 def test_a_target_config_that_loops_is_a_named_input_error(tmp_path: Path) -> None:
     target = tmp_path / "target"
     target.mkdir()

@@ -396,16 +396,19 @@ def _ensure_inside(root: Path, path: Path) -> None:
     raise UnsafePathError(f"{path.name} resolves to {real}, outside the checkpoint directory", path=root)
 
 
-def _resolved(path: Path, root: Path) -> Path:
-    """``path`` with every symlink followed; an InputError naming ``path`` when a link loops or cannot be read."""
+def resolved(path: Path, hint: str | None = None, outcome: str = "not read") -> Path:
+    """``path`` with every symlink followed; an InputError naming ``path`` when a link loops or cannot be read (a
+    bare ``Path.resolve()`` raises RuntimeError for a loop in Python < 3.13: an internal error)."""
     try:
         return path.resolve()
     except (OSError, RuntimeError) as exc:  # Python < 3.13 raises RuntimeError for a loop, later ones OSError
         loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
         cause = "is a symbolic link that loops" if loop else f"cannot be resolved: {getattr(exc, 'strerror', exc)}"
-        raise InputError(
-            f"{cause}: not read", path=path, hint=f"replace it with the real file, or a link to one inside {root}"
-        ) from None
+        raise InputError(f"{cause}: {outcome}", path=path, hint=hint or "replace the link with the real file") from None
+
+
+def _resolved(path: Path, root: Path) -> Path:
+    return resolved(path, f"replace it with the real file, or a link to one inside {root}")
 
 
 def _shard_info(header: SafetensorsHeader) -> ShardInfo:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from eagle_convert.errors import DiskFullError, InputError, OutputExistsError, UsageError
-from eagle_convert.read.checkpoint import is_checkpoint_file
+from eagle_convert.read.checkpoint import is_checkpoint_file, resolved
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # EFBIG: a file-size limit
 _SPECIAL = (
@@ -42,7 +42,7 @@ def check_output_place(out: Path, inputs: Sequence[Path], *, directory: bool) ->
     replaced is :func:`check_replace`'s."""
     if out.name in ("", ".", ".."):
         raise UsageError("the output must name a file or directory to create", path=out)
-    real = out.resolve()
+    real = resolved(out, "remove the link, or choose another output path", "nothing written")  # a loop: named
     mounts = _Mounts.read()
     for given in inputs:
         if not os.path.lexists(given):  # a Hub id, or a file the run will report missing
@@ -95,7 +95,7 @@ def _overlap(real_out: Path, given: Path, directory: bool, mounts: _Mounts) -> s
     link, a hard link, ``..`` or a bind mount of the same folder is the same place. Where the kernel lists its mounts
     (Linux), each path is also placed in its filesystem (the mount's device and root) so that a bind mount of a
     folder *inside* an input is seen too, which no chain of parents shows."""
-    source = given.resolve()
+    source = resolved(given)
     source_id, out_id = _identity(source), _identity(real_out)
     if source_id is not None:
         if out_id == source_id:

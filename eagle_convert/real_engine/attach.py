@@ -1069,8 +1069,11 @@ def draft_identity(served: str | None, draft: Path | None) -> tuple[str, str]:
     if served is None:
         return "unknown", "the server does not say which draft it serves"
     here, there = Path(draft).resolve(), Path(served).expanduser()
-    if there.is_absolute() and there.resolve() == here:
-        return "same", f"the server serves {served}, which is DRAFT"
+    try:
+        if there.is_absolute() and there.resolve() == here:
+            return "same", f"the server serves {served}, which is DRAFT"
+    except (OSError, RuntimeError):  # a link that loops here (RuntimeError before Python 3.13)
+        return "unknown", f"the server serves {served}, which cannot be resolved here to compare with DRAFT"
     if not there.is_dir():
         return "unknown", f"the server serves {served}, which is not a directory readable here to compare with DRAFT"
     try:
