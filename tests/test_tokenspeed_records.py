@@ -205,17 +205,17 @@ def _wheel() -> zipfile.ZipFile | None:
 
 
 WHEEL = _wheel()
-if WHEEL is None and os.environ.get("CI") == "true":  # scripts/test downloads it in CI: there the checks must run
-    raise RuntimeError("CI must check the tokenspeed record against its wheel, but .cache/ has no tokenspeed 0.1.1")
+_IN_CI = os.environ.get("CI") == "true"  # scripts/test downloads the wheel in CI: there the checks must run
 needs_wheel = pytest.mark.skipif(
-    WHEEL is None,
+    WHEEL is None and not _IN_CI,
     reason="the tokenspeed 0.1.1 wheel is not here: `pip download --no-deps tokenspeed==0.1.1 -d .cache` (or set "
     "EAGLE_CONVERT_TOKENSPEED_WHEEL)",
 )
 
 
 def _source(file: str) -> list[str]:
-    assert WHEEL is not None
+    if WHEEL is None:  # only in CI, where a missing wheel fails the checks instead of skipping them
+        pytest.fail("CI must check the tokenspeed record against its wheel, but .cache/ has no tokenspeed 0.1.1")
     return WHEEL.read(file).decode("utf-8").splitlines()
 
 
