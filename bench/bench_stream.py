@@ -327,14 +327,16 @@ def write_gpt_oss(out: Path) -> None:
     _save_sharded(out, c["num_hidden_layers"], layer, head, c)
 
 
-def write_draft(out: Path, target: dict[str, Any], ids: list[int], intermediate: int | None = None) -> None:
+def write_draft(
+    out: Path, target: dict[str, Any], ids: list[int], intermediate: int | None = None, draft_vocab: int = 32000
+) -> None:
     """An EAGLE3 draft for ``target`` (one layer, SpecForge layout, borrowed embedding, 32,000-token draft vocab;
     its MLP ``intermediate`` wide, else 4 x hidden)."""
     from safetensors.torch import save_file
 
     h, heads, kv = target["hidden_size"], target["num_attention_heads"], target["num_key_value_heads"]
     hd = target.get("head_dim") or h // heads  # the target's attention shape: heads divisible by the KV heads
-    inter, vocab, dv = intermediate or 4 * h, target["vocab_size"], 32000
+    inter, vocab, dv = intermediate or 4 * h, target["vocab_size"], min(draft_vocab, target["vocab_size"])
     g = torch.Generator().manual_seed(1)
     p = "midlayer."
     tensors = {
