@@ -45,6 +45,8 @@ ID_READING = names(lambda e: e.reads_draft_ids)  # the engines that read the aux
 RUNNERS = names(lambda e: e.environment is not None)  # the engines `verify --level engine` starts
 ATTACHABLE = names(lambda e: e.attach)  # the engines whose running server `verify --engine-url` measures
 MEASURED = names(lambda e: e.environment is not None or e.attach)  # the engines a verify report's engine run names
+DTYPE_AUTO = "auto"  # --dtype auto at --level engine: the engine's own auto (real_engine/base.py engine_dtype)
+NEW_TOKENS = 64  # --engine-tokens: new tokens per prompt of an engine run, in-process or on an attached server
 
 
 def label(name: str) -> str:

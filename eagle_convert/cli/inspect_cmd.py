@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -67,13 +68,16 @@ def inspect(
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
     from eagle_convert.inspect_api import inspect_checkpoint
-    from eagle_convert.real_engine.engine_args import engine_args
     from eagle_convert.render.json_output import json_errors, write_json
     from eagle_convert.verify.run import load_settings
 
     with json_errors(as_json, "inspect", path):
         engines = chosen_engines(engine, load_settings(Path.cwd()))
-        deployment = engine_args(engine_arg or (), engine_config)  # checked by inspect_checkpoint
+        deployment: dict[str, Any] = {}
+        if engine_arg or engine_config is not None:  # headers-only work imports no engine code without them
+            from eagle_convert.real_engine.engine_args import engine_args
+
+            deployment = engine_args(engine_arg or (), engine_config)  # checked by inspect_checkpoint
         report = inspect_checkpoint(str(path), target, aux_convention, token, engine=engines, deployment=deployment)
     if as_json:
         write_json(report.to_dict())

@@ -17,11 +17,11 @@ import typer
 
 from eagle_convert import engines
 from eagle_convert.draft.aux_layers import CONVENTIONS
+from eagle_convert.engines import DTYPE_AUTO as ENGINE_DTYPE_AUTO
 from eagle_convert.errors import UsageError
 from eagle_convert.normalize.profiles import PROFILES
 from eagle_convert.normalize.request import AUX_AUTO, DEFAULT_PROFILE
 from eagle_convert.read.config import FAMILIES
-from eagle_convert.real_engine.base import ENGINE_DTYPE_AUTO
 from eagle_convert.reference.compute import (
     DEFAULT_DEVICE,
     DEFAULT_DTYPE,

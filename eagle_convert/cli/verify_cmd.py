@@ -26,6 +26,7 @@ from eagle_convert.cli.options import (
     quiet_option,
     verbose_option,
 )
+from eagle_convert.engines import NEW_TOKENS as ENGINE_NEW_TOKENS
 from eagle_convert.errors import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -35,7 +36,6 @@ from eagle_convert.errors import (
     UsageError,
 )
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
-from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.rules.registry import LEVELS

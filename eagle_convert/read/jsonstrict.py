@@ -30,11 +30,13 @@ class JsonSyntaxError(ValueError):
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise JsonSyntaxError(f"duplicate key {key!r}")
-        out[key] = value
+    out = dict(pairs)  # built in C: a header's every tensor entry is an object, so this runs per tensor
+    if len(out) != len(pairs):  # a key repeated: name the first one that is
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JsonSyntaxError(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 

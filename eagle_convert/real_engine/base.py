@@ -32,10 +32,10 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory th
 # --dtype auto at --level engine: the engine's auto, float32 on a CPU (exact against the float32 reference) and the
 # model's own dtype elsewhere (:func:`engine_dtype`). Not the reference's auto (reference/compute.py
 # REFERENCE_DTYPE_AUTO), which the same word asks of the reference models.
-ENGINE_DTYPE_AUTO = "auto"
+ENGINE_DTYPE_AUTO = engines.DTYPE_AUTO
 DEFAULT_ENGINE_DTYPE = ENGINE_DTYPE_AUTO  # the engine level's one default dtype
 DEFAULT_ENGINE_DEVICE = "cpu"
-ENGINE_NEW_TOKENS = 64  # --engine-tokens: new tokens per prompt, in-process or on an attached server
+ENGINE_NEW_TOKENS = engines.NEW_TOKENS  # --engine-tokens (eagle_convert/engines.py: light to import for the CLI)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle_convert.draft.aux_layers import CONVENTIONS
+from eagle_convert.engines import NEW_TOKENS as ENGINE_NEW_TOKENS
 from eagle_convert.errors import (
     REFERENCE_TARGET_PACKAGES,
     EagleConvertError,
@@ -27,7 +28,6 @@ from eagle_convert.errors import (
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
-from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.reference.compute import DEFAULT_DEVICE, DEFAULT_DTYPE
