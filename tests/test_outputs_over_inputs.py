@@ -235,3 +235,23 @@ def test_a_users_folder_named_like_the_staging_folder_is_left_alone(draft: Path,
     assert all((folder / "precious.txt").read_text() == "mine" for folder in users)
     assert not stale.exists()
     assert not (out / STAGING_MARKER).exists()  # the marker never reaches the output
+
+
+def test_a_staging_folder_is_removed_with_its_marker_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process killed while it removes a staging folder leaves it marked (the next run removes it), and a folder
+    killed between its making and its marking is empty: both count as leftovers; a user's non-empty one does not."""
+    from eagle_convert.read import output_place as op
+
+    staging = op.make_staging(tmp_path / "out", "partial")
+    for name in ("a.safetensors", "b.safetensors", "config.json"):
+        (staging / name).write_bytes(b"x")
+    order: list[str] = []
+    real = op.remove_tree
+    monkeypatch.setattr(op, "remove_tree", lambda p: order.append(p.name) or real(p))
+    assert op.drop_staging(staging) and not staging.exists()
+    assert order[-1] == staging.name and op.STAGING_MARKER not in order[:-1]  # the marker went with the folder
+    empty, users = tmp_path / ".out.partial-0123456789abcdef", tmp_path / ".out.partial-fedcba9876543210"
+    empty.mkdir()
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    assert op.is_leftover_staging(empty) and not op.is_leftover_staging(users)

@@ -82,10 +82,10 @@ from eagle_convert.read.output_place import (
     committed,
     drop_staging,
     fsync_dir,
-    is_staging,
+    is_leftover_staging,
     keep_staging,
     make_staging,
-    remove_tree,
+    remove_staging,
     signals_held,
     track_staging,
     unmark_staging,
@@ -476,9 +476,9 @@ def _remove_stale_partials(out: Path) -> list[Path]:
     pattern = re.compile(re.escape(f".{out.name}.partial-") + f"[0-9a-f]{{{_RANDOM_HEX}}}")
     left: list[Path] = []
     with os.scandir(out.parent) as entries:
-        stale = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and is_staging(Path(e.path))]
+        stale = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and is_leftover_staging(Path(e.path))]
     for path in stale:
-        if not remove_tree(path):
+        if not remove_staging(path):
             left.append(path)
     return left
 

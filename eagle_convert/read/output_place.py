@@ -327,10 +327,35 @@ def unmark_staging(path: Path) -> None:
 
 def drop_staging(path: Path) -> bool:
     """Remove the staging folder ``path``; True when it is gone (it stays registered if not)."""
-    gone = remove_tree(path)
+    gone = remove_staging(path)
     if gone:
         _staging.discard(path)
     return gone
+
+
+def remove_staging(path: Path) -> bool:
+    """Remove a staging folder with its marker last: a process killed while removing it leaves a folder that is
+    still marked, which the next run removes (the marker gone first would leave it the user's, forever)."""
+    if path.is_dir() and not path.is_symlink():
+        try:
+            with os.scandir(path) as entries:
+                inside = [Path(e.path) for e in entries if e.name != STAGING_MARKER]
+        except OSError:
+            inside = []
+        for entry in inside:
+            remove_tree(entry)
+    return remove_tree(path)
+
+
+def is_leftover_staging(path: Path) -> bool:
+    """A staging folder a killed run left: marked, or empty (killed between making it and marking it; removing an
+    empty folder loses nothing)."""
+    if is_staging(path):
+        return True
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode) and not any(os.scandir(path))
+    except OSError:
+        return False
 
 
 def keep_staging(path: Path) -> None:
