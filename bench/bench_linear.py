@@ -18,12 +18,10 @@ The tests count the same work in Python lines (tests/test_bounded_inputs.py); th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -31,56 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-CONFIG = {
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "model_type": "llama",
-    "hidden_size": 4,
-    "intermediate_size": 8,
-    "num_attention_heads": 1,
-    "num_key_value_heads": 1,
-    "num_hidden_layers": 1,
-    "vocab_size": 16,
-    "draft_vocab_size": 16,
-    "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False,
-    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": True},
-}
-
-
-def _shard(path: Path, names: list[str], size: int) -> None:
-    spans = [[size * i, size * (i + 1)] for i in range(len(names))]
-    header = {n: {"dtype": "F32", "shape": [size // 4], "data_offsets": o} for n, o in zip(names, spans, strict=True)}
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        f.truncate(8 + len(raw) + size * len(names))
-
-
-def draft(
-    out: Path,
-    tensors: int = 4,
-    shards: int = 1,
-    size: int = 16,
-    config: dict[str, object] | None = None,
-    name: Callable[[int], str] = lambda i: f"extra.blocks.{i}.weight",
-) -> Path:
-    """A draft-shaped checkpoint: ``tensors`` tensors no layout knows (an EC008 finding each) in ``shards`` files."""
-    out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps(config or CONFIG))
-    names = [name(i) for i in range(tensors)]
-    if shards == 1:
-        _shard(out / "model.safetensors", names, size)
-        return out
-    per, weight_map = -(-tensors // shards), {}
-    for s in range(shards):
-        part, file = names[s * per : (s + 1) * per], f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-        _shard(out / file, part, size)
-        weight_map.update(dict.fromkeys(part, file))
-    index = {"metadata": {"total_size": size * tensors}, "weight_map": weight_map}
-    (out / "model.safetensors.index.json").write_text(json.dumps(index))
-    return out
+from fixtures.header_only import CONFIG, draft  # noqa: E402
 
 
 def _ids(n: int) -> dict[str, object]:

@@ -229,6 +229,16 @@ def verify_attached(
     return run_cli_without_torch(*command)
 
 
+def one_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 2, exactly one Error line holding every needle, a Hint, no traceback; the Error line."""
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0][:2000])
+    return errors[0]
+
+
 def hf_forward(model: Any, ids: Any) -> tuple[list[Any], Any, Any]:
     """transformers' hidden_states (N+1, the last after the final norm), logits, and the last layer's raw output."""
     import torch

@@ -31,57 +31,13 @@ from eagle_convert.read.checkpoint import open_checkpoint
 from eagle_convert.render import console, formats
 from eagle_convert.rules.registry import finding
 from eagle_convert.verify.report import VerifyReport
-from tests.conftest import ROOT
+from fixtures.header_only import CONFIG
+from fixtures.header_only import draft as _draft
+from fixtures.header_only import shard as _shard
+from tests.conftest import ROOT, one_error
 from tests.work import CountedName, OverBudget, Taken, lines_run
 
 DEADLINE_S = 120
-
-CONFIG = {
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "model_type": "llama",
-    "hidden_size": 4,
-    "intermediate_size": 8,
-    "num_attention_heads": 1,
-    "num_key_value_heads": 1,
-    "num_hidden_layers": 1,
-    "vocab_size": 16,
-    "draft_vocab_size": 16,
-    "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False,
-    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": True},
-}
-
-
-def _shard(path: Path, names: list[str], size: int = 16) -> None:
-    """A safetensors file of F32 tensors of ``size`` bytes each (0: zero-size), back to back, bytes all zero."""
-    shape = [size // 4]
-    header = {
-        n: {"dtype": "F32", "shape": shape, "data_offsets": [size * i, size * (i + 1)]} for i, n in enumerate(names)
-    }
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        f.truncate(8 + len(raw) + size * len(names))
-
-
-def _draft(out: Path, tensors: int = 4, shards: int = 1, size: int = 16, config: dict[str, Any] | None = None) -> Path:
-    """A draft-shaped checkpoint of ``tensors`` tensors no layout knows (one EC008 finding each) in ``shards``
-    files (with an index when more than one)."""
-    out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps(config or CONFIG))
-    names = [f"extra.blocks.{i}.weight" for i in range(tensors)]
-    if shards == 1:
-        _shard(out / "model.safetensors", names, size)
-        return out
-    per, weight_map = -(-tensors // shards), {}
-    for s in range(shards):
-        part, file = names[s * per : (s + 1) * per], f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-        _shard(out / file, part, size)
-        weight_map.update(dict.fromkeys(part, file))
-    index = {"metadata": {"total_size": size * tensors}, "weight_map": weight_map}
-    (out / "model.safetensors.index.json").write_text(json.dumps(index))
-    return out
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -90,14 +46,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Exit 2, one Error line (holding every needle, at most a few thousand characters) and a Hint, no traceback."""
-    assert done.returncode == 2, (done.returncode, done.stdout[:2000], done.stderr[:2000])
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr[:2000]
-    assert len(errors[0]) < 5000, len(errors[0])
-    for needle in needles:
-        assert needle in errors[0], (needle, errors[0])
-    return errors[0]
+    """conftest's one_error, and the line at most a few thousand characters."""
+    line = one_error(done, *needles)
+    assert len(line) < 5000, len(line)
+    return line
 
 
 # ---- linear work: n and 10 n -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from fixtures.smollm2 import TARGET_CONFIG
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_error
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
 DEADLINE_S = 120  # the CLI answers these in seconds; a blocked read would run past it
@@ -100,15 +100,6 @@ def test_control_characters_in_a_path_never_reach_the_terminal(tmp_path: Path) -
     assert "\\x0aError: all checks passed\\x1b]0;owned\\x07\\x1b[2J" in lines[0]
 
 
-def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    """Exit 2, exactly one Error line (holding every needle) and one Hint line, no traceback."""
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr
-    for needle in needles:
-        assert needle in errors[0], (needle, errors[0])
-
-
 CONFIG_BYTES = {  # how config.json is written -> what the Error line must say
     "utf-8-bom": (lambda text: b"\xef\xbb\xbf" + text.encode(), "UTF-8 with a byte-order mark"),
     "utf-16": (lambda text: text.encode("utf-16"), "UTF-16"),
@@ -133,7 +124,7 @@ def test_a_config_in_another_encoding_or_with_impossible_literals_is_an_input_er
     before = _digests(draft)
     for args in (("inspect", str(draft)), ("verify", str(draft), "--no-hash"),
                  ("normalize", str(draft), str(tmp_path / "out"), "--profile", "vllm")):  # fmt: skip
-        _one_error(_cli(*args), "config.json", needle)
+        one_error(_cli(*args), "config.json", needle)
     assert _digests(draft) == before and not (tmp_path / "out").exists()
 
 
@@ -156,7 +147,7 @@ def test_a_config_past_the_size_limit_is_refused_unread_and_a_50_mb_one_is_read(
     draft = _copy(tmp_path)
     with open(draft / "config.json", "r+b") as f:  # a sparse file: its size is all the refusal may look at
         f.truncate(MAX_SMALL_FILE + 1)
-    _one_error(_cli("inspect", str(draft)), "config.json", f"is {MAX_SMALL_FILE + 1} bytes, over the 64 MiB limit")
+    one_error(_cli("inspect", str(draft)), "config.json", f"is {MAX_SMALL_FILE + 1} bytes, over the 64 MiB limit")
     big = json.loads((DRAFT / "config.json").read_text())
     big["padding"] = ["x" * 100] * 500_000  # 51 MB of valid JSON under a key no reader uses
     (draft / "config.json").write_text(json.dumps(big))
@@ -208,7 +199,7 @@ def test_an_impossible_target_config_is_the_users_input_error(tmp_path: Path, ke
     shown = str(value[-1] if isinstance(value, list) else value)
     for command in ("inspect", "verify"):
         args = (command, str(DRAFT), "--target", str(target), *(("--no-hash",) if command == "verify" else ()))
-        _one_error(_cli(*args), "config.json", f"{key} is {shown}")
+        one_error(_cli(*args), "config.json", f"{key} is {shown}")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
@@ -218,7 +209,7 @@ def test_a_fifo_as_the_target_config_is_named_not_missing(tmp_path: Path, given:
     folder.mkdir()
     os.mkfifo(folder / "config.json")
     target = folder if given == "directory" else folder / "config.json"
-    _one_error(_cli("verify", str(DRAFT), "--no-hash", "--target", str(target)), "is a FIFO (named pipe)")
+    one_error(_cli("verify", str(DRAFT), "--no-hash", "--target", str(target)), "is a FIFO (named pipe)")
 
 
 def test_unreadable_target_weights_are_an_input_error_not_a_finding(tmp_path: Path) -> None:
@@ -227,7 +218,7 @@ def test_unreadable_target_weights_are_an_input_error_not_a_finding(tmp_path: Pa
     target = _target(tmp_path)
     (target / "model.safetensors").write_bytes(struct.pack("<Q", 2**32 - 1) + b'{"a": 1}')
     done = _cli("verify", str(DRAFT), "--no-hash", "--target", str(target), "--level", "tensors")
-    _one_error(done, "model.safetensors", "header length")
+    one_error(done, "model.safetensors", "header length")
 
 
 def test_a_lone_surrogate_in_a_tensor_name_is_refused_as_the_loader_refuses_it(tmp_path: Path) -> None:
@@ -235,7 +226,7 @@ def test_a_lone_surrogate_in_a_tensor_name_is_refused_as_the_loader_refuses_it(t
     raw = b'{"a\\ud800": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
     (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4))
     for command in ("inspect", "verify"):
-        _one_error(_cli(command, str(draft)), "model.safetensors", "lone surrogate \\ud800")
+        one_error(_cli(command, str(draft)), "model.safetensors", "lone surrogate \\ud800")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and UNIX sockets are POSIX")
@@ -257,9 +248,9 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path: Pa
             (tmp_path, "is a directory"),
         ]
         for output, needle in cases:
-            _one_error(_cli("verify", str(DRAFT), "--no-hash", "--json", "--output", str(output)), needle)
+            one_error(_cli("verify", str(DRAFT), "--no-hash", "--json", "--output", str(output)), needle)
         for out, needle in cases[:4]:
-            _one_error(_cli("normalize", str(DRAFT), str(out), "--profile", "vllm", "--force"), needle)
+            one_error(_cli("normalize", str(DRAFT), str(out), "--profile", "vllm", "--force"), needle)
     finally:
         if held is not None:
             held.close()
@@ -285,10 +276,10 @@ def test_an_output_on_a_read_only_place_is_refused_before_any_work(tmp_path: Pat
     if folder is None:
         pytest.skip("no read-only filesystem can be made here (root without mount rights)")
     try:
-        _one_error(
+        one_error(
             _cli("verify", str(DRAFT), "--no-hash", "--json", "--output", str(folder / "r.json")), "cannot write into"
         )
-        _one_error(_cli("normalize", str(DRAFT), str(folder / "out"), "--profile", "vllm"), "cannot write into")
+        one_error(_cli("normalize", str(DRAFT), str(folder / "out"), "--profile", "vllm"), "cannot write into")
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", str(folder)], check=False)

@@ -19,18 +19,7 @@ from eagle_convert.errors import EagleConvertError
 from eagle_convert.inspect_api import inspect_checkpoint
 from fixtures.generate import write_layout, write_targets
 from fixtures.layouts import LAYOUTS
-from tests.conftest import run_cli
-
-
-def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Exit 2, exactly one Error line holding every needle, a Hint, no traceback; the Error line."""
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr
-    for needle in needles:
-        assert needle in errors[0], (needle, errors[0])
-    return errors[0]
-
+from tests.conftest import one_error, run_cli
 
 POINTER = (
     "version https://git-lfs.github.com/spec/v1\n"
@@ -46,7 +35,7 @@ def _pointer_at(path: Path) -> None:
 
 
 def _lfs_error(done: subprocess.CompletedProcess[str], file: Path) -> None:
-    line = _one_error(done, str(file), *LFS_WORDS)
+    line = one_error(done, str(file), *LFS_WORDS)
     assert "2336927755350992246" not in line
     assert "git lfs pull" in done.stderr and "lfs: true" in done.stderr, done.stderr
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from eagle_convert.errors import AttachError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_error
 from tests.test_hostile_servers import SGLANG_GOOD, _attach, _serve, _Sglang, _Vllm
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
@@ -40,12 +40,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert "internal error" not in errors[0], errors[0]
-    for needle in needles:
-        assert needle in errors[0], (needle, errors[0])
+    assert "internal error" not in one_error(done, *needles)
 
 
 def _sharded(out: Path) -> Path:

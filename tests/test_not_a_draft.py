@@ -8,7 +8,6 @@ marked fixable, and `normalize TARGET out --profile vllm` exited 0).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
-from tests.conftest import run_cli
+from tests.conftest import one_error, run_cli
 
 MODEL_FAMILIES = ("llama", "qwen3_moe", "gemma3", "deepseek_v3")  # dense, MoE, multimodal (nested trunk), MLA
 
@@ -29,16 +28,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     out = tmp_path_factory.mktemp("models")
     return {name: write_family_target(name, out / name) for name in MODEL_FAMILIES}
-
-
-def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Exit 2, exactly one Error line holding every needle, a Hint, no traceback; the Error line."""
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and "Hint: " in done.stderr and "Traceback" not in done.stderr, done.stderr
-    for needle in needles:
-        assert needle in errors[0], (needle, errors[0])
-    return errors[0]
 
 
 # ---- a model, not a draft ----------------------------------------------------------------------------------------
@@ -72,7 +61,7 @@ def test_normalize_refuses_a_model_and_writes_nothing(models: dict[str, Path], t
     model = str(models["llama"])
     before = {p.name: p.read_bytes() for p in Path(model).iterdir()}
     done = run_cli("normalize", model, str(tmp_path / "out"), "--profile", profile)
-    _one_error(done, f"Error: {model} is a model, not an EAGLE3 draft")
+    one_error(done, f"Error: {model} is a model, not an EAGLE3 draft")
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []
     assert {p.name: p.read_bytes() for p in Path(model).iterdir()} == before
 
@@ -80,7 +69,7 @@ def test_normalize_refuses_a_model_and_writes_nothing(models: dict[str, Path], t
 def test_normalize_refuses_a_model_given_as_draft_and_target(models: dict[str, Path], tmp_path: Path) -> None:
     model = str(models["gemma3"])
     done = run_cli("normalize", model, str(tmp_path / "out"), "--target", model)
-    _one_error(done, f"{model} is a model, not an EAGLE3 draft")
+    one_error(done, f"{model} is a model, not an EAGLE3 draft")
 
 
 def test_no_draft_layout_is_taken_for_a_model(fx: Path, tmp_path: Path) -> None:
