@@ -21,6 +21,7 @@ if [ "${1:-}" = --wheelhouse ]; then
     pure+="|referencing|attrs|markdown-it-py|mdurl|pygments|shellingham|annotated-doc|typing-extensions|filelock"
     pure+="|fsspec|packaging|pyyaml|tqdm|regex|safetensors|tokenizers|jinja2|markupsafe|pydantic|pydantic-core"
     pure+="|annotated-types|typing-inspection|rpds-py|hf-xet|psutil|loguru|frozendict"
+    pure+="|anyio|click|h11|httpcore2|httpx2|idna|truststore|certifi|sniffio"  # huggingface_hub's HTTP client
     pinned "$pure" > "$WHEELHOUSE/requirements.txt"
     get() { "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: "$@" \
         -d "$WHEELHOUSE" 2>/dev/null; }

@@ -505,8 +505,9 @@ class StreamedModel:
             forced[torch.arange(scores.shape[0]), picked.to(scores.device)] = 0.0
             return forced
 
-        def done(_ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
-            return torch.full((len(prompts),), choices.ended(eos), dtype=torch.bool)
+        def done(ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
+            # on the ids' device: generate ORs it into a mask there (a CPU tensor failed on CUDA, the GPU check)
+            return torch.full((len(prompts),), choices.ended(eos), dtype=torch.bool, device=ids.device)
 
         config = GenerationConfig(  # type: ignore[no-untyped-call]
             max_new_tokens=new_tokens,
