@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.options import chosen_engines, engine_option, fail_level_option, level_option
+from eagle_convert.cli.options import (
+    ENGINES_HELP,
+    RECORDED_HELP,
+    chosen_engines,
+    engine_option,
+    fail_level_option,
+    level_option,
+)
 
 TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
 
@@ -57,7 +64,7 @@ def push(
     repo: str = typer.Argument(..., metavar="REPO", help="owner/name"),
     target: Path | None = typer.Option(None, "--target", metavar="PATH", help="Target model dir or config.json."),
     base_model: str | None = typer.Option(None, "--base-model", help="The target's Hub id, for the card's metadata."),
-    engine: str | None = engine_option(),
+    engine: str | None = engine_option(f"{ENGINES_HELP} {RECORDED_HELP}"),
     level: str = level_option("verify level that must pass."),
     fail_level: str = fail_level_option("Lowest severity that blocks."),
     strict: bool = typer.Option(False, "--strict", help="verify --strict."),

@@ -68,11 +68,12 @@ def inspect(
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
     from eagle_convert.inspect_api import inspect_checkpoint
+    from eagle_convert.releases import DEFAULT_ENGINES
     from eagle_convert.render.json_output import json_errors, write_json
     from eagle_convert.verify.run import load_settings
 
     with json_errors(as_json, "inspect", path):
-        engines = chosen_engines(engine, load_settings(Path.cwd()))
+        engines = chosen_engines(engine, load_settings(Path.cwd())) or DEFAULT_ENGINES
         deployment: dict[str, Any] = {}
         if engine_arg or engine_config is not None:  # headers-only work imports no engine code without them
             from eagle_convert.real_engine.engine_args import engine_args

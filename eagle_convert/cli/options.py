@@ -147,6 +147,13 @@ ENGINES_HELP = (
 )
 
 
+# verify's and push's --engine: a normalized draft's own record stands in for the default
+RECORDED_HELP = (
+    "Without --engine and its setting, a draft written by `normalize --profile` is checked against the engines its "
+    "config.json records (eagle_convert.engines), and the report says so."
+)
+
+
 def engine_option(help: str = ENGINES_HELP, **kwargs: Any) -> Any:
     """``--engine``; without it the command takes [tool.eagle-convert] engine, then every deployed release."""
     return typer.Option(None, "--engine", metavar=ENGINES_METAVAR, autocompletion=complete_engines, help=help, **kwargs)
@@ -161,11 +168,11 @@ def complete_engines(incomplete: str) -> list[str]:
     return [head + comma + w for w in words if w.startswith(last)]
 
 
-def chosen_engines(cli: str | None, settings: dict[str, Any]) -> str:
-    """The command line wins over [tool.eagle-convert] engine, which wins over the deployed releases."""
-    from eagle_convert.releases import DEFAULT_ENGINES
-
-    return cli if cli is not None else str(settings.get("engine", DEFAULT_ENGINES))
+def chosen_engines(cli: str | None, settings: dict[str, Any]) -> str | None:
+    """The command line wins over [tool.eagle-convert] engine; None when neither says (the command's default: the
+    engines a normalized draft records, else the deployed releases)."""
+    chosen = cli if cli is not None else settings.get("engine")
+    return None if chosen is None else str(chosen)
 
 
 # -q / -v / --color: on the root (`eagle-convert -q verify ...`) and on each command that renders a report

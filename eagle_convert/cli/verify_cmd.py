@@ -14,6 +14,7 @@ from eagle_convert import engines
 from eagle_convert.cli.options import (
     ENGINES_HELP,
     OUTPUT,
+    RECORDED_HELP,
     aux_convention_option,
     choice,
     chosen_engines,
@@ -50,6 +51,7 @@ from eagle_convert.verify.request import (
 if TYPE_CHECKING:
     from eagle_convert.real_engine.served import AttachedServer
     from eagle_convert.verify.report import VerifyReport
+    from eagle_convert.verify.request import CheckedRequest
 
 
 def _formatter(name: str) -> Callable[[VerifyReport], str]:
@@ -103,7 +105,7 @@ def verify(
         rich_help_panel=CHECKS,
     ),
     engine: str | None = engine_option(
-        f"{ENGINES_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
+        f"{ENGINES_HELP} {RECORDED_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
         rich_help_panel=CHECKS,
     ),
     level: str = level_option(
@@ -348,7 +350,6 @@ def verify(
     for path in checkpoints:
         checked.check_source(path)
     level = checked.level
-    chosen_engine, chosen_fail = request.engine, request.fail_level
     if output is not None:
         inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
         from eagle_convert.read.output_place import check_output_place
@@ -367,9 +368,9 @@ def verify(
                 report = verify_checkpoint(str(path), checked, hooks)
         except EagleConvertError as exc:
             if len(checkpoints) == 1:  # one path: the report, then the error rendered once by main(), as ever
-                _emit(_failed(str(path), level, chosen_engine, chosen_fail, exc), fmt, output)
+                _emit(_failed(str(path), checked, exc), fmt, output)
                 raise
-            runs.append((_failed(str(path), level, chosen_engine, chosen_fail, exc), exc))
+            runs.append((_failed(str(path), checked, exc), exc))
             continue
         runs.append((report, None))
     reports = [r for r, _ in runs]
@@ -448,10 +449,15 @@ def checkpoint_paths(paths: list[Path]) -> list[Path]:
     return list(out.values())
 
 
-def _failed(path: str, level: str, engine: str, fail_level: str, exc: EagleConvertError) -> VerifyReport:
+def _failed(path: str, checked: CheckedRequest, exc: EagleConvertError) -> VerifyReport:
+    """The report of a checkpoint that could not be verified (its engines as asked: the draft was not read)."""
     from eagle_convert.verify.report import ReportError, VerifyReport
 
-    return VerifyReport(path, level, engine, fail_level, "error", error=ReportError.of(exc))
+    request = checked.request
+    return VerifyReport(
+        path, checked.level, checked.selection, request.fail_level, "error", error=ReportError.of(exc),
+        engine_source=checked.engine_source,
+    )  # fmt: skip
 
 
 # Several checkpoints: the exit code of the worst run (an error, then failed findings, then nothing to check).

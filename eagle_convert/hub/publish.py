@@ -60,9 +60,10 @@ def verify_command(
     return shlex.join(words)
 
 
-def failed_engines(report: VerifyReport, engine: str) -> str:
-    """The releases whose findings failed ``report`` (``vllm@0.33-v1,sglang@0.5.16``), in ``engine``'s order; the
-    whole ``engine`` selection when a failing finding concerns no single release."""
+def failed_engines(report: VerifyReport) -> str:
+    """The releases whose findings failed ``report`` (``vllm@0.33-v1,sglang@0.5.16``), in the order of the releases
+    it checked; all of them when a failing finding concerns no single release."""
+    engine = report.engine
     blocking = FAIL_LEVELS[: FAIL_LEVELS.index(report.fail_level) + 1]  # fail level warning: errors and warnings
     failing = [f for f in report.findings if f.severity in blocking]
     if not failing or any(f.engine is None for f in failing):
@@ -104,7 +105,7 @@ def push_checkpoint(
     elif options:
         raise TypeError("push_checkpoint takes a request or options, not both")
     checked = request.validate()  # every usage error before any work
-    target, engine, level = request.target, request.engine, checked.level
+    target, level = request.target, checked.level
     fail_level, strict = request.fail_level, request.strict
     repo_id, revision = repo_ref(ref)
     if revision is not None:
@@ -117,7 +118,7 @@ def push_checkpoint(
         s = report.summary()
         again = verify_command(
             directory,
-            failed_engines(report, engine),
+            failed_engines(report),
             target=target,
             level=level,
             fail_level=fail_level,

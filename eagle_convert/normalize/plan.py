@@ -31,6 +31,7 @@ from eagle_convert.errors import (
 from eagle_convert.normalize.profiles import PROFILES, Semantics
 from eagle_convert.normalize.request import NormalizeRequest
 from eagle_convert.normalize.tensors import TensorAction, nbytes, plan_tensors
+from eagle_convert.normalize.verdicts import Verdicts, verdicts
 from eagle_convert.normalize.writer import ShardPlan, write_checkpoint
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, TargetConfig, flatten_source
@@ -53,6 +54,7 @@ from eagle_convert.releases import (
     draft_architecture,
     eagle_config_ids_for,
     engine_view,
+    recorded_releases,
     resolve_engines,
 )
 from eagle_convert.rules.finding import Finding
@@ -95,6 +97,7 @@ class NormalizeReport:
     findings: list[Finding]
     written: bool = False
     config: dict[str, Any] = field(default_factory=dict)
+    verify: Verdicts | None = None  # verify's verdict per release on what was written (None: a dry run)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract, validated by eagle_convert/schemas/normalize-report.schema.json."""
@@ -118,6 +121,7 @@ class NormalizeReport:
             "total_bytes": self.total_bytes,
             "config": self.config,
             "findings": [asdict(f) for f in self.findings],
+            "verify": self.verify.to_dict() if self.verify is not None else None,
         }
 
 
@@ -209,6 +213,7 @@ def normalize_checkpoint(
         with sources:
             write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check, sources=sources)
         report.written = True
+        report.verify = verdicts(out, recorded_releases(raw_out), req.target)
     return report
 
 
@@ -537,6 +542,8 @@ def _resolve(
     provenance: dict[str, Any] = {
         "version": __version__,
         "profile": profile,
+        # what `verify` checks the output against when no --engine is given (releases.recorded_releases)
+        "engines": list(PROFILE_ENGINES[profile]),
         **origin,
         "hidden_state_indices": hidden,
         "target_family": family,

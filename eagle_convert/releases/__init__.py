@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle_convert import engines
 from eagle_convert.errors import UsageError
-from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, PROVENANCE_KEY, id_of
 from eagle_convert.releases import sglang, tokenspeed, trtllm, trtllm_autodeploy, vllm
 from eagle_convert.releases.model import (
     Behaviour,
@@ -49,7 +49,9 @@ __all__ = [
     "engine_view",
     "launch_command",
     "newest",
+    "recorded_releases",
     "release_for_installed",
+    "releases_of",
     "resolve_engines",
 ]
 
@@ -81,6 +83,26 @@ def deployed() -> list[Release]:
     """The releases users still deploy: each default engine's (vLLM's, then SGLang's: the order of ``both``), each
     newest first."""
     return [r for engine in ENGINES for r in RELEASES.values() if r.engine == engine and r.deployed]
+
+
+def releases_of(names: Iterable[str]) -> list[Release]:
+    """The releases of the engines ``names`` that a check of a draft written for them covers: each engine's deployed
+    releases, newest first, else its newest modelled one; a name that is no modelled engine is skipped."""
+    out: list[Release] = []
+    for name in dict.fromkeys(n for n in names if n in engines.NAMES):
+        out += [r for r in RELEASES.values() if r.engine == name and r.deployed] or [newest(name)]
+    return out
+
+
+def recorded_releases(config: Mapping[str, Any] | None) -> list[Release]:
+    """The releases of the engines a normalized draft's config records it was written for (``normalize --profile``
+    writes ``eagle_convert.engines``): what ``verify`` checks when no engine is asked for; none when the config holds
+    no such record (a config is untrusted input: anything but a list of names is no record)."""
+    block = (config or {}).get(PROVENANCE_KEY)
+    names = block.get("engines") if isinstance(block, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return []
+    return releases_of(names)
 
 
 def resolve_engines(spec: str) -> list[Release]:

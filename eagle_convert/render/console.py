@@ -95,29 +95,30 @@ class EscapingConsole(Console):
         return super().render_str(one_line(text), **options)
 
     def print(self, *objects: Any, **options: Any) -> None:
-        """Off a terminal, a table's title and caption are lines of their own, never wrapped: rich wraps them at the
-        table's width, which broke paths (``.../for/th`` / ``e/normalized/draft``) and split ``[`` from ``]``."""
-        if self.width >= UNWRAPPED:
-            objects = tuple(_annotations_apart(o) for o in objects)
-        super().print(*objects, **options)
+        """A table's title and caption are lines of their own: rich wraps them at the table's width, which broke
+        paths (``.../for/th`` / ``e/normalized/draft``) and split ``[`` from ``]`` even where the line had room. At a
+        width (a terminal, COLUMNS) they wrap at the console's, between words; off a terminal, never."""
+        whole = self.width >= UNWRAPPED
+        super().print(*(_annotations_apart(o, whole) for o in objects), **options)
 
 
-def _annotations_apart(renderable: Any) -> Any:
-    """A table with its title above it and its caption below it as whole lines (the table itself unchanged)."""
+def _annotations_apart(renderable: Any, whole: bool) -> Any:
+    """A table with its title above it and its caption below it as lines (the table itself unchanged)."""
     if not isinstance(renderable, Table) or (renderable.title is None and renderable.caption is None):
         return renderable
     table = copy.copy(renderable)
     table.title = table.caption = None
-    title = [] if renderable.title is None else [_line(renderable.title, renderable.title_style)]
-    caption = [] if renderable.caption is None else [_line(renderable.caption, renderable.caption_style)]
+    title = [] if renderable.title is None else [_line(renderable.title, renderable.title_style, whole)]
+    caption = [] if renderable.caption is None else [_line(renderable.caption, renderable.caption_style, whole)]
     return Group(*title, table, *caption)
 
 
-def _line(annotation: Any, style: Any) -> Text:
+def _line(annotation: Any, style: Any, whole: bool) -> Text:
     text = annotation.copy() if isinstance(annotation, Text) else Text(one_line(str(annotation)))
     if style:
         text.stylize(style)
-    text.no_wrap, text.overflow = True, "ignore"
+    if whole:
+        text.no_wrap, text.overflow = True, "ignore"
     return text
 
 
@@ -509,6 +510,9 @@ def render_normalize(report: NormalizeReport, console: Console, verbosity: int =
         console.print(f"{title}: every tensor keeps its name and bytes")
     console.print()
     render_findings(console, report.findings)
+    if (verdicts := detail.verify_verdicts(report)) is not None:
+        console.print()
+        console.print(verdicts)
 
 
 def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) -> None:
@@ -555,6 +559,8 @@ def render_verify(report: VerifyReport, console: Console, verbosity: int = 0) ->
         render_engine_run(report.engine_run, console, report.probe.result if report.probe is not None else None)
     if verbosity > 0:
         console.print(detail.checks_table(report))
+    if (note := detail.engines_note(report)) is not None:
+        console.print(note)
     console.print(detail.verdict(report), soft_wrap=True)
 
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.read.config import PROVENANCE_KEY
+
 if TYPE_CHECKING:
     from eagle_convert.inspect_api import InspectReport
     from eagle_convert.normalize.plan import NormalizeReport
@@ -38,14 +40,49 @@ def inspect_summary(report: InspectReport) -> str:
     return f"{s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info; {checked}."
 
 
+def engines_note(report: VerifyReport) -> str | None:
+    """Where the releases checked came from, when the draft chose them (None: --engine or the default did)."""
+    if report.engine_source != "draft":
+        return None
+    return (
+        f"Checked against {report.engine.replace(',', ', ')}: the engines this draft was normalized for (its "
+        f"config.json {PROVENANCE_KEY}.engines); --engine checks others."
+    )
+
+
 def normalize_summary(report: NormalizeReport) -> str:
     """``Written: SRC -> OUT (3 config changes, 5 of 12 tensors changed, 0 findings)``."""
     verb = "Plan (dry run, nothing written)" if report.dry_run else "Written"
     moved = sum(t.action != "keep" for t in report.tensors)
-    return (
+    line = (
         f"{verb}: {report.source} -> {report.out} ({len(report.config_changes)} config change(s), {moved} of "
         f"{len(report.tensors)} tensor(s) changed, {len(report.findings)} finding(s))"
     )
+    if report.verify is None:
+        return line
+    passed = sum(v.status == "pass" for v in report.verify.releases)
+    return f"{line}; verify: {report.verify.status.upper()} on {passed} of {len(report.verify.releases)} release(s)"
+
+
+def verify_verdicts(report: NormalizeReport) -> Table | None:
+    """What ``verify OUT`` says of the written draft, per release it checks (None: nothing was written)."""
+    verdicts = report.verify
+    if verdicts is None:
+        return None
+    passed = sum(v.status == "pass" for v in verdicts.releases)
+    table = Table(
+        title=f"What `{verdicts.command}` says (level {verdicts.level}): {passed} of {len(verdicts.releases)} "
+        "release(s) pass",
+        title_justify="left",
+    )
+    for column in ("release", "verdict", "errors", "warnings"):
+        table.add_column(column, overflow="fold")
+    for v in verdicts.releases:
+        style = "green" if v.status == "pass" else "red"
+        table.add_row(
+            v.release, Text(v.status.upper(), style=style), ", ".join(v.errors) or "-", ", ".join(v.warnings) or "-"
+        )
+    return table
 
 
 def checks_table(report: VerifyReport) -> Table:

@@ -60,6 +60,9 @@ class VerifyReport:
     # each selected release whose capture is a deployment setting (TensorRT-LLM): the setting that feeds the trained
     # states (None: its default does, or they are unknown), as the release's view gives it
     capture_settings: dict[str, dict[str, list[int]] | None] = field(default_factory=dict)
+    # who chose the releases of ``engine``: "given" (--engine or the project's settings), "default" (deployed),
+    # "draft" (the engines a normalized draft's config records it was written for: eagle_convert.engines)
+    engine_source: str = "given"
 
     def summary(self) -> dict[str, int]:
         counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
@@ -76,6 +79,7 @@ class VerifyReport:
             "status": self.status,
             "level": self.level,
             "engine": self.engine,
+            "engine_source": self.engine_source,
             "fail_level": self.fail_level,
             "summary": self.summary(),
             "checkpoint": {"path": self.path, "revision": self.revision, "files": [asdict(f) for f in self.files]},

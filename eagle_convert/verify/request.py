@@ -31,7 +31,7 @@ from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.reference.compute import DEFAULT_DEVICE, DEFAULT_DTYPE
-from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, resolve_engines
+from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, recorded_releases, resolve_engines
 from eagle_convert.rules.registry import LEVELS, RULES
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ class VerifyRequest:
     """One verify run, as asked (see the verify command's options)."""
 
     target: Path | None = None
-    engine: str = DEFAULT_ENGINES
+    # the releases checked (--engine); None: those a normalized draft records it was written for, else deployed
+    engine: str | None = None
     level: str = DEFAULT_LEVEL
     strict: bool = False
     fail_level: str = DEFAULT_FAIL_LEVEL
@@ -119,7 +120,7 @@ class VerifyRequest:
         cls,
         *,
         target: str | Path | None = None,
-        engine: str = DEFAULT_ENGINES,
+        engine: str | None = None,
         level: str = DEFAULT_LEVEL,
         strict: bool = False,
         fail_level: str = DEFAULT_FAIL_LEVEL,
@@ -183,7 +184,7 @@ class VerifyRequest:
             from eagle_convert.real_engine.attach import check_url
 
             server = replace(server, url=check_url(server.url))
-        releases = resolve_engines(self.engine)
+        releases = resolve_engines(self.engine or DEFAULT_ENGINES)
         level = self.level
         if server is not None:
             if level not in (DEFAULT_LEVEL, "engine"):
@@ -255,7 +256,7 @@ class VerifyRequest:
             check_token_ids(token_ids, target_cfg.vocab_size)
         return CheckedRequest(
             self, level, releases, select, ignore, target_cfg, token_ids, prompts, engine_settings, server,
-            probe_here=torch_here, deployment=deployment,
+            probe_here=torch_here, deployment=deployment, engine_source="given" if self.engine else "default",
         )  # fmt: skip
 
 
@@ -275,6 +276,30 @@ class CheckedRequest:
     server: AttachedServer | None  # --engine-url
     probe_here: bool = True  # torch is importable: the tensor, forward and probe levels can run here
     deployment: Mapping[str, Any] = field(default_factory=dict)  # checked deployment settings every view reads
+    # who chose the releases: "given" (--engine, [tool.eagle-convert] engine), "default" (deployed) or "draft" (the
+    # engines a normalized draft records it was written for, which stand in for the default: with_recorded)
+    engine_source: str = "given"
+
+    @property
+    def selection(self) -> str:
+        """The releases as --engine spells them: as asked, ``deployed`` by default, the release names the draft's
+        record chose (what re-runs the same check)."""
+        if self.engine_source == "draft":
+            return ",".join(r.name for r in self.releases)
+        return self.request.engine or DEFAULT_ENGINES
+
+    def with_recorded(self, config: Mapping[str, Any] | None) -> CheckedRequest:
+        """This request for a checkpoint whose config is ``config``: where no engine was asked for and the draft
+        records the engines it was normalized for, their releases instead of the deployed ones."""
+        recorded = recorded_releases(config) if self.engine_source == "default" else []
+        if not recorded:
+            return self
+        if self.engine_settings is not None and self.engine_settings.engine_args and self.server is None:
+            from eagle_convert.real_engine.engine_args import check_engine_args
+
+            # the engine level runs the recorded engines' runner: the user's settings are checked by its names
+            check_engine_args(engine_level_engine(recorded), dict(self.engine_settings.engine_args))
+        return replace(self, releases=recorded, engine_source="draft")
 
     @property
     def depth(self) -> int:
@@ -292,7 +317,7 @@ class CheckedRequest:
                 f"--level {self.level} reads tensor values; a Hub repo is verified with --level static",
                 hint=f"`eagle-convert pull {path} DIR` first, then `eagle-convert verify DIR --level {self.level}"
                 + (f" --target {request.target}" if request.target is not None else "")
-                + (f" --engine {request.engine}" if request.engine != DEFAULT_ENGINES else "")
+                + (f" --engine {self.selection}" if self.engine_source != "default" else "")
                 + "`",
             )
 

@@ -178,6 +178,9 @@ def verify_checkpoint(
 
         reach(checked.server)
     session = Session.open(path, checked, hooks or Hooks())
+    if (recorded := checked.with_recorded(session.ckpt.config)) is not checked:  # a normalized draft: its engines
+        checked = recorded
+        session = Session.on(session.ckpt, session.spec, checked, session.hooks)
     ckpt, spec, asked = session.ckpt, session.spec, checked.request
     model = next((f for f in spec.findings if f.rule_id == NOT_A_DRAFT and session.enabled(f.rule_id)), None)
     if model is not None:
@@ -216,7 +219,7 @@ def verify_checkpoint(
     return VerifyReport(
         str(path),
         checked.level,
-        asked.engine,
+        checked.selection,
         asked.fail_level,
         status,
         found,
@@ -227,6 +230,7 @@ def verify_checkpoint(
         engine_run=engine_run,
         deployment=dict(checked.deployment),
         capture_settings={v.release: v.capture_setting for v in session.views if reads_capture_setting(v.engine)},
+        engine_source=checked.engine_source,
     )
 
 
@@ -244,8 +248,9 @@ def _model_report(path: str, session: Session, model: Finding) -> VerifyReport:
         for o in _outcomes([model], checked, ckpt)
     ]
     return VerifyReport(
-        path, checked.level, asked.engine, asked.fail_level, "fail", [model], outcomes, _manifest(ckpt, False, None),
-        revision=ckpt.revision, deployment=dict(checked.deployment),
+        path, checked.level, checked.selection, asked.fail_level, "fail", [model], outcomes,
+        _manifest(ckpt, False, None), revision=ckpt.revision, deployment=dict(checked.deployment),
+        engine_source=checked.engine_source,
     )  # fmt: skip
 
 
