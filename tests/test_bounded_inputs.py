@@ -28,7 +28,7 @@ from eagle_convert.errors import ConfigError, HeaderError, InputError, ShardInde
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.read import checkpoint, config, digest, regular, safetensors_header
 from eagle_convert.read.checkpoint import open_checkpoint
-from eagle_convert.render import console, formats
+from eagle_convert.render import console, formats, inspect_tables, verify_tables
 from eagle_convert.rules.registry import finding
 from eagle_convert.verify.report import VerifyReport
 from fixtures.header_only import CONFIG
@@ -124,7 +124,7 @@ def test_every_report_format_walks_the_findings_a_bounded_number_of_times() -> N
         "markdown summary": formats.markdown_summary,
         "sarif": formats.to_sarif,
         "junit": formats.to_junit,
-        "human": lambda r: console.render_verify(r, console.EscapingConsole(file=io.StringIO(), width=200)),
+        "human": lambda r: verify_tables.render_verify(r, console.EscapingConsole(file=io.StringIO(), width=200)),
     }
     for name, render in renderers.items():
         findings = Taken(_findings(n), budget=40 * n)
@@ -144,7 +144,7 @@ def test_inspect_walks_the_findings_a_bounded_number_of_times(tmp_path: Path) ->
 
     for name, render in {
         "json": lambda r: r.to_dict(),
-        "human": lambda r: console.render_inspect(r, console.EscapingConsole(file=io.StringIO(), width=200)),
+        "human": lambda r: inspect_tables.render_inspect(r, console.EscapingConsole(file=io.StringIO(), width=200)),
     }.items():
         findings = Taken(report.findings, budget=40 * n)
         try:
@@ -161,7 +161,7 @@ def test_the_human_table_shows_a_bounded_number_of_rows_of_one_rule(tmp_path: Pa
     n = 3 * ROWS_PER_RULE
     report = VerifyReport("/d/draft", "static", "vllm", "error", "fail", [finding("EC008", f"t{i}") for i in range(n)])
     out = io.StringIO()
-    console.render_verify(report, console.EscapingConsole(file=out, width=200))
+    verify_tables.render_verify(report, console.EscapingConsole(file=out, width=200))
     rows = [line for line in out.getvalue().splitlines() if "EC008" in line and "│" in line]
     assert len(rows) == ROWS_PER_RULE + 1 and f"and {n - ROWS_PER_RULE:,} more EC008 findings" in rows[-1]
     assert len(formats.to_concise(report).splitlines()) == n + 1 and len(report.to_dict()["findings"]) == n

@@ -659,7 +659,7 @@ def test_a_servers_run_renders_for_people() -> None:
 
     from eagle_convert.real_engine.attach import CounterMove, ServerInfo
     from eagle_convert.real_engine.record import ServedRun
-    from eagle_convert.render.console import render_engine_run
+    from eagle_convert.render.engine_tables import render_engine_run
 
     info = ServerInfo("http://127.0.0.1:8000", "vllm", "0.32.0", "t", "/t", True, "eagle3", None, 3, ["/metrics"])
     moved = [CounterMove(REQUESTS, 8.0, 11.0)]

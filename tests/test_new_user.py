@@ -16,8 +16,9 @@ from eagle_convert.cli.main import main
 from eagle_convert.hub.publish import push_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.read.hub_store import parse_repo_ref
-from eagle_convert.render import console
+from eagle_convert.render import cells, progress
 from eagle_convert.rules.registry import RULES
+from eagle_convert.verify.report import TENSOR_VALUES
 from tests.conftest import ROOT, SCHEMAS
 
 VERIFY_SCHEMA = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
@@ -228,7 +229,7 @@ def test_without_target_verify_says_what_a_target_adds(
 
 def test_plain_progress_lines_when_stderr_is_not_a_terminal() -> None:
     stream = io.StringIO()
-    plain = console.PlainProgress(stream, interval=0.0)
+    plain = progress.PlainProgress(stream, interval=0.0)
     plain.steps("target: generating probe text", 5, 12)
     plain.steps("target: generating probe text", 12, 12)
     plain.bytes("hashing", 1024, 4096)
@@ -237,36 +238,36 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal() -> None:
     assert lines[1].startswith("target: generating probe text: 12/12 steps")
     assert lines[2].startswith("hashing: 1.0 KiB of 4.0 KiB (25%)")
     quiet = io.StringIO()
-    console.PlainProgress(quiet, interval=3600).steps("fast", 3, 3)  # quick work prints nothing
+    progress.PlainProgress(quiet, interval=3600).steps("fast", 3, 3)  # quick work prints nothing
     assert quiet.getvalue() == ""
 
 
 def test_tensors_level_and_hashing_report_progress_off_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean: Path
 ) -> None:
-    monkeypatch.setattr(console, "PLAIN_INTERVAL", 0.0)
-    monkeypatch.setattr(console.PlainProgress.__init__, "__defaults__", (0.0,))
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL", 0.0)
+    monkeypatch.setattr(progress.PlainProgress.__init__, "__defaults__", (0.0,))
     code, _, err = cli(capsys, "verify", str(clean), "--level", "tensors")
     assert code == 0
     assert re.search(r"^reading tensor values: (\d+)/\1 tensors", err, re.M), err
     size = sum(p.stat().st_size for p in clean.iterdir())
-    assert f"of {console._human_bytes(size)} (100%)" in err  # a total, not 0/? bytes
+    assert f"of {cells.human_bytes(size)} (100%)" in err  # a total, not 0/? bytes
 
 
 def test_steps_bar_off_a_terminal_gives_the_probe_a_callback(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal the probe's (what, done, total) callback writes plain lines on stderr (before: None)."""
     stream = io.StringIO()
     monkeypatch.setattr("sys.stderr", stream)
-    monkeypatch.setattr(console.PlainProgress.__init__, "__defaults__", (0.0,))  # a line for every update
-    with console.steps_bar(enabled=False) as off:
+    monkeypatch.setattr(progress.PlainProgress.__init__, "__defaults__", (0.0,))  # a line for every update
+    with progress.steps_bar(enabled=False) as off:
         assert off is None  # disabled: the probe reports nothing
-    with console.steps_bar(enabled=True) as update:
+    with progress.steps_bar(enabled=True) as update:
         assert callable(update)
         update("target: generating probe text", 4, 12)
-        update(console.TENSOR_VALUES, 7, 7)
+        update(TENSOR_VALUES, 7, 7)
     assert stream.getvalue().splitlines() == [
         "target: generating probe text: 4/12 steps (0:00 elapsed)",
-        f"{console.TENSOR_VALUES}: 7/7 tensors (0:00 elapsed)",
+        f"{TENSOR_VALUES}: 7/7 tensors (0:00 elapsed)",
     ]
 
 

@@ -282,6 +282,7 @@ def test_piped_output_never_breaks_a_path_or_a_bracket(
     import io
 
     from eagle_convert.render import console as render
+    from eagle_convert.render.probe_table import probe_table
     from fixtures.probe_result import PROBE_RESULT
 
     monkeypatch.delenv("COLUMNS")
@@ -291,7 +292,7 @@ def test_piped_output_never_breaks_a_path_or_a_bracket(
     assert code == 0 and f" -> {out}\n" in text, text
     stream = io.StringIO()
     piped = render._console(stream)
-    piped.print(render.probe_table(PROBE_RESULT, piped.width))
+    piped.print(probe_table(PROBE_RESULT, piped.width))
     piped.file.flush()
     lines = stream.getvalue().splitlines()
     caption = [line for line in lines if "[ ]: 95% intervals" in line]

@@ -15,8 +15,9 @@ from eagle_convert.cli.main import main
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.probe.result import ProbeRow
-from eagle_convert.render import console as render
+from eagle_convert.render import console, engine_tables
 from eagle_convert.render.probe_table import probe_table
+from eagle_convert.render.progress import PlainProgress, progress_bar
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
@@ -73,7 +74,7 @@ def test_the_engine_run_says_which_text_each_acceptance_length_is_on() -> None:
                              [57, 15, 2], outputs, outputs, None, 10.0, 5.0, 2000.0)  # fmt: skip
     run = InProcessRun(seen, [4, 13, 25], "fed", probe_acceptance_length=1.395, probe_same_text=True)
     out = io.StringIO()
-    render.render_engine_run(run, Console(file=out, width=300, no_color=True), PROBE_RESULT)
+    engine_tables.render_engine_run(run, Console(file=out, width=300, no_color=True), PROBE_RESULT)
     lines = {line.split("  ")[1].strip(): line for line in out.getvalue().splitlines() if line.startswith("  ")}
     assert "the engine on its 4 prompts, 256 new tokens" in lines["mean acceptance length"]
     assert "1.395: the reference forward on the same prompts and new tokens" in lines["the probe on the same run"]
@@ -180,7 +181,7 @@ def test_output_to_a_pipe_has_no_trailing_blanks(fx: Path) -> None:
 
 def test_no_trailing_blanks_keeps_partial_lines_until_flushed() -> None:
     out = io.StringIO()
-    stream = render.NoTrailingBlanks(out)
+    stream = console.NoTrailingBlanks(out)
     stream.write("a   \nb  ")
     assert out.getvalue() == "a\n"
     stream.write("c \n")
@@ -209,8 +210,8 @@ def test_verify_lists_the_rules_that_did_not_run_and_why(fx: Path, capsys: pytes
 
 def test_the_byte_progress_learns_its_total(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int | None]] = []
-    monkeypatch.setattr(render.PlainProgress, "bytes", lambda self, what, done, total: seen.append((done, total)))
-    with render.progress_bar(enabled=True) as progress:
+    monkeypatch.setattr(PlainProgress, "bytes", lambda self, what, done, total: seen.append((done, total)))
+    with progress_bar(enabled=True) as progress:
         assert progress is not None
         progress(10)
         progress.total(100)

@@ -216,9 +216,9 @@ def test_probe_text_comes_from_the_cached_generator(llama: Path, text: str) -> N
 
 
 def test_console_names_each_progress_unit() -> None:
-    from eagle_convert.render import console
+    from eagle_convert.render import progress
     from eagle_convert.verify.report import TENSOR_VALUES
 
-    assert console._UNITS[probe_target.GENERATING] == "steps"
-    assert console._UNITS.get(probe_target.TARGET_PASSES, "layers") == "layers"
-    assert console._UNITS[TENSOR_VALUES] == "tensors" and console._UNITS["probe: draft chains"] == "chains"
+    assert progress._UNITS[probe_target.GENERATING] == "steps"
+    assert progress._UNITS.get(probe_target.TARGET_PASSES, "layers") == "layers"
+    assert progress._UNITS[TENSOR_VALUES] == "tensors" and progress._UNITS["probe: draft chains"] == "chains"

@@ -21,7 +21,8 @@ import pytest
 from rich.cells import cell_len
 
 from eagle_convert.cli.main import main
-from eagle_convert.render.console import render_engine_run, stdout_console
+from eagle_convert.render.console import stdout_console
+from eagle_convert.render.engine_tables import render_engine_run
 from fixtures.generate import write_specs
 from fixtures.layouts import LAYOUTS
 from fixtures.tensors import Spec, write_json

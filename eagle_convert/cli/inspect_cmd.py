@@ -83,7 +83,8 @@ def inspect(
     if as_json:
         write_json(report.to_dict())
         return
-    from eagle_convert.render.console import render_inspect, stdout_console  # rich: only for people
+    from eagle_convert.render.console import stdout_console  # rich: only for people
+    from eagle_convert.render.inspect_tables import render_inspect
 
     render_inspect(report, stdout_console(), verbosity=OUTPUT.verbosity)
 

@@ -103,8 +103,10 @@ def normalize(
     from eagle_convert.normalize.plan import normalize_checkpoint
     from eagle_convert.normalize.request import NormalizeRequest
     from eagle_convert.probe.text import read_prompts, read_token_ids
-    from eagle_convert.render.console import progress_bar, render_normalize, stdout_console
+    from eagle_convert.render.console import stdout_console
     from eagle_convert.render.json_output import json_errors, write_json
+    from eagle_convert.render.normalize_tables import render_normalize
+    from eagle_convert.render.progress import progress_bar
 
     with json_errors(as_json, "normalize", src):
         request = NormalizeRequest.build(

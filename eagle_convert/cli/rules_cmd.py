@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from eagle_convert.rules.registry import Rule
+    from eagle_convert.rules.rule import Rule
 
 
 def rules(

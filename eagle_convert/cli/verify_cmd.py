@@ -300,8 +300,10 @@ def verify(
     each checkpoint under its own uri base id (CHECKPOINT1, CHECKPOINT2, ...), junit one testsuite per checkpoint,
     github and concise the lines of each in turn.
     """
-    from eagle_convert.render.console import progress_bar, render_error, render_verify, stdout_console, steps_bar
+    from eagle_convert.render.console import render_error, stdout_console
     from eagle_convert.render.escape import one_line
+    from eagle_convert.render.progress import progress_bar, steps_bar
+    from eagle_convert.render.verify_tables import render_verify
     from eagle_convert.verify.request import (
         ComputeRequest,
         InProcessEngine,

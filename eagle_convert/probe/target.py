@@ -31,7 +31,7 @@ __all__ = ["SafetensorsWeights", "Target", "TargetOutput"]
 Progress = Callable[[str, int, int], None]
 """``(what, done, total)``: target layers (or generation steps) run so far in a long part of the probe."""
 
-GENERATING = "target: generating probe text"  # counts generation steps (render/console.py names the unit)
+GENERATING = "target: generating probe text"  # counts generation steps (render/progress.py names the unit)
 TARGET_PASSES = "probe: target passes"  # counts target layers
 
 

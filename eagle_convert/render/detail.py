@@ -1,6 +1,7 @@
 """The lines ``-q`` keeps (verify's verdict, inspect's summary) and the tables ``-v`` adds (every check with its
-outcome, every tensor). Builders only: :mod:`eagle_convert.render.console` prints them, and escapes every string
-(input stays a string here; a ``Text`` holds this module's words only)."""
+outcome, every tensor). Builders only: each command's tables module prints them, and the console
+(:mod:`eagle_convert.render.console`) escapes every string (input stays a string here; a ``Text`` holds this module's
+words only)."""
 
 from __future__ import annotations
 
