@@ -3,12 +3,12 @@ safetensors files one module at a time.
 
 The model is built on the meta device from the config as transformers reads it (``AutoConfig``), by the class
 ``AutoModelForCausalLM`` maps it to (or, for a multimodal target, ``AutoModelForImageTextToText``: the probe only
-ever runs its text trunk, so the vision tower is never read). Nothing of the checkpoint is copied: each *unit* (a
-decoder layer, or a module outside the layers that holds parameters: the embedding, the final norm, the head) is read
-when its forward is about to run, through transformers' own loading step (``convert_and_load_state_dict_in_model``:
-its renamings, its fusions of per-expert tensors, its quantizers' dequantization), from a zero-copy mapping of the
-shards (reference/stream.py), and dropped when its forward returns (its parameters become one-element placeholders
-on the compute device). While unit i runs, unit
+ever runs its text trunk, so the vision tower is never read); reference/hf_build.py says which config, class and
+layers. Nothing of the checkpoint is copied: each *unit* (a decoder layer, or a module outside the layers that holds
+parameters: the embedding, the final norm, the head) is read when its forward is about to run, through transformers'
+own loading step (``convert_and_load_state_dict_in_model``: its renamings, its fusions of per-expert tensors, its
+quantizers' dequantization), from a zero-copy mapping of the shards (reference/stream.py), and dropped when its
+forward returns (its parameters become one-element placeholders on the compute device). While unit i runs, unit
 i + 1 is read on a background thread. A target small enough to hold (``resident``) is read once and kept. A
 mixture-of-experts layer is read without its routed experts: those run a group at a time inside its forward, only the
 experts a token is routed to read (reference/experts.py).
@@ -31,23 +31,21 @@ from typing import Any
 
 import torch
 
-from eagle_convert.errors import ConfigError, InputError
+from eagle_convert.errors import InputError
 from eagle_convert.reference import experts, formats
 from eagle_convert.reference.decoding import Choices, Generated, check_boundaries, check_request
+from eagle_convert.reference.hf_build import (
+    decoder_layers,
+    hf_config,
+    is_head,
+    meta_parameters,
+    model_class,
+    runs_on_text,
+    text_config,
+    trunk_weights,
+)
 from eagle_convert.reference.weights import WEIGHTS_HINT as _WEIGHTS_HINT
 from eagle_convert.reference.weights import SafetensorsWeights
-
-_CONFIG_HINT = "--target must be a model transformers can build (AutoConfig reads its config.json)"
-
-# Remote-code wrappers whose trunk transformers has: model_type -> (the trunk's model_type, where its config is,
-# the prefix of the trunk's tensor names in the wrapper's checkpoint; the trunk reads them without it).
-# Kimi K2/K2-Thinking ship ``kimi_k2`` (a DeepSeek-V3 config under another name); Kimi K2.5/K2.6 ship ``kimi_k25``,
-# a multimodal wrapper whose ``text_config`` is a DeepSeek-V3 config and whose text weights sit under
-# ``language_model.``.
-TRUNKS: dict[str, tuple[str, str | None, str]] = {
-    "kimi_k2": ("deepseek_v3", None, ""),
-    "kimi_k25": ("deepseek_v3", "text_config", "language_model."),
-}
 
 
 @dataclass(frozen=True)
@@ -57,73 +55,6 @@ class TargetOutput:
     hidden: dict[int, torch.Tensor]  # boundary j -> [T, H] (j = input of layer j; j = N before the final norm)
     logits: torch.Tensor  # [T, V]
     final_hidden: torch.Tensor  # [T, H]: what the head reads (norm(boundary N))
-
-
-def transformers_version() -> str:
-    import transformers
-
-    return str(transformers.__version__)
-
-
-def hf_config(directory: Path, raw: Mapping[str, Any]) -> Any:
-    """The target's config as transformers reads it (``AutoConfig``); a remote-code wrapper around a trunk
-    transformers has is read as that trunk (:data:`TRUNKS`). An architecture transformers lacks: ConfigError."""
-    from transformers import CONFIG_MAPPING, AutoConfig
-
-    model_type = raw.get("model_type")
-    trunk = TRUNKS.get(model_type) if isinstance(model_type, str) else None
-    if trunk is not None:
-        inner, key, _ = trunk
-        body = raw.get(key) if key else raw
-        if not isinstance(body, dict):
-            raise ConfigError(f"model_type {model_type!r} has no {key} object", path=directory / "config.json")
-        body = {k: v for k, v in body.items() if k not in ("model_type", "auto_map", "architectures")}
-        return CONFIG_MAPPING[inner](**body)
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        raise ConfigError(
-            f"the target's model_type {model_type!r} is not an architecture transformers {transformers_version()} has",
-            path=directory / "config.json",
-            hint="the reference runs the targets transformers can build; upgrade transformers, or probe against a "
-            "checkpoint of a supported architecture",
-        )
-    try:
-        return AutoConfig.from_pretrained(str(directory), trust_remote_code=False)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise ConfigError(
-            f"transformers cannot read the target's config: {exc}", path=directory / "config.json", hint=_CONFIG_HINT
-        ) from None
-
-
-def model_class(config: Any) -> Any:
-    """The class transformers builds for ``config``: its causal LM, else its image-text-to-text model. A causal LM
-    that takes only the text sub-config (Qwen3.5's text-only class, mapped from the multimodal config) is passed
-    over: the whole config builds the image-text-to-text model, whose tensor names the checkpoint has."""
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
-
-    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
-    for auto in (AutoModelForCausalLM, AutoModelForImageTextToText):
-        if type(config) in auto._model_mapping:
-            cls = auto._model_mapping[type(config)]
-            if text_class is None or getattr(cls, "config_class", None) is not text_class:
-                return cls
-    raise ConfigError(
-        f"transformers {transformers_version()} has no causal language model for model_type {config.model_type!r}",
-        hint="the reference runs text and image-text-to-text targets",
-    )
-
-
-def text_config(config: Any) -> Any:
-    """The config of the text trunk (the config itself for a text model)."""
-    get = getattr(config, "get_text_config", None)
-    return get() if callable(get) else config
-
-
-def trunk_weights(weights: SafetensorsWeights, raw: Mapping[str, Any]) -> SafetensorsWeights:
-    """The checkpoint's tensors as the model transformers builds names them: a remote-code wrapper's (:data:`TRUNKS`)
-    trunk tensors with its prefix stripped, the rest of the wrapper's (its vision tower) left out."""
-    model_type = raw.get("model_type")
-    prefix = TRUNKS[model_type][2] if isinstance(model_type, str) and model_type in TRUNKS else ""
-    return weights.under(prefix) if prefix else weights
 
 
 @dataclass
@@ -166,7 +97,7 @@ class StreamedModel:
         quant = formats.declared(self.config, directory)
         self.quantizer = None if quant is None else formats.quantizer(self.config, quant, directory, self.device, dtype)
         self.weights = formats.readable(self.weights, quant, directory)  # every scale it needs, from the headers
-        with _meta_parameters():
+        with meta_parameters():
             model = cls._from_config(self.config, dtype=dtype)
         if self.quantizer is not None:
             self.quantizer.preprocess_model(
@@ -174,7 +105,7 @@ class StreamedModel:
             )
         self.model = model.eval()
         self.model.requires_grad_(False)
-        self.layers = _decoder_layers(model, int(self.text.num_hidden_layers))
+        self.layers = decoder_layers(model, int(self.text.num_hidden_layers))
         self.num_layers = len(self.layers)
         self.hidden_size = int(self.text.hidden_size)
         self.vocab_size = int(self.text.vocab_size)
@@ -289,9 +220,9 @@ class StreamedModel:
         def rank(name: str) -> tuple[int, int]:
             if name in layer_order:
                 return (1, layer_order.index(name))
-            return (0 if order[name] < first_layer and not _is_head(name) else 2, order[name])
+            return (0 if order[name] < first_layer and not is_head(name) else 2, order[name])
 
-        units = [Unit(name, params[name], keys.get(name, [])) for name in params if _runs(name, model)]
+        units = [Unit(name, params[name], keys.get(name, [])) for name in params if runs_on_text(name)]
         return sorted(units, key=lambda u: rank(u.name))
 
     def _hook(self, unit: Unit) -> list[Any]:
@@ -563,47 +494,3 @@ def _output(out: Any) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise InputError("a decoder layer of the target returned no hidden states")
     return value
-
-
-def _is_head(name: str) -> bool:
-    return name.split(".")[-1] in ("lm_head", "norm", "norm_f", "final_layernorm")
-
-
-def _runs(name: str, model: Any) -> bool:
-    """Whether a unit can run with text input only (a vision or audio tower never does: it is never read)."""
-    parts = name.split(".")
-    return not any(
-        p
-        in (
-            "visual",
-            "vision_tower",
-            "vision_model",
-            "audio_tower",
-            "multi_modal_projector",
-            "vision_embed_tokens",
-            "connector",
-            "mm_projector",
-            "embed_vision",
-            "embed_audio",
-            "audio_model",
-        )
-        for p in parts
-    )
-
-
-def _decoder_layers(model: Any, layers: int) -> list[torch.nn.Module]:
-    """The text trunk's decoder layers: the ModuleList of ``layers`` modules outside any vision or audio tower."""
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == layers and _runs(name, model):
-            if name.endswith("layers") or name.endswith(".h") or name.endswith("blocks"):
-                return list(module)
-    raise ConfigError(f"cannot find the target's {layers} decoder layers in {type(model).__name__}")
-
-
-@contextmanager
-def _meta_parameters() -> Iterator[None]:
-    """Parameters created inside are on the meta device; buffers (rotary tables) are real."""
-    from accelerate import init_empty_weights  # type: ignore[import-untyped]
-
-    with init_empty_weights(include_buffers=False):
-        yield

@@ -271,7 +271,7 @@ def oracle_on(target: Target, token_ids: list[int]) -> OracleCheck:
     largest relative error over every boundary below N and the final hidden state (HF's hidden_states[N] is after
     the final norm). Both run on the CPU in float32, whatever the probe's device: this checks the streaming, the
     reading of the checkpoint and its formats, not the hardware."""
-    from eagle_convert.reference.hf_target import model_class
+    from eagle_convert.reference.hf_build import model_class
 
     target = target.on(CPU_FLOAT32)
     ids = torch.tensor(token_ids)
