@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import engines
-from eagle_convert.normalize.plan import PROFILE_ENGINES
-from eagle_convert.normalize.profiles import PROFILES
+from eagle_convert.normalize.profiles import PROFILE_ENGINES, PROFILES
 from eagle_convert.real_engine import attach
 from eagle_convert.real_engine.base import ENGINE_VENVS
 from eagle_convert.releases import RECORDS, RELEASES, resolve_engines

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from eagle_convert.normalize.plan import PROFILE_ENGINES, normalize_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.normalize.profiles import PROFILE_ENGINES
 from eagle_convert.releases import RELEASES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout, write_targets

@@ -17,7 +17,8 @@ import pytest
 from safetensors import safe_open
 
 from eagle_convert.draft.vocab_map import MIN_EXPECTED_ADJACENT, absolute_ids, as_offsets, is_identity
-from eagle_convert.normalize.plan import PROFILE_ENGINES, normalize_checkpoint
+from eagle_convert.normalize.plan import normalize_checkpoint
+from eagle_convert.normalize.profiles import PROFILE_ENGINES
 from eagle_convert.releases import RELEASES
 from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint

@@ -1,4 +1,5 @@
-"""Output profiles of `normalize`: how the resolved semantics of a draft are written as a config.
+"""Output profiles of `normalize`: how the resolved semantics of a draft are written as a config, and the engines
+(and so the modelled releases) each profile is written for.
 
 A registry maps each profile name to one builder; every builder starts from the flattened source config (unknown
 keys preserved), writes the semantics explicitly and returns the config plus the reason for each key it set or
@@ -11,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle_convert import engines
 from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.read.config import IDS_KEY, PROVENANCE_KEY, SPECULATORS_LAYER_KEY
-from eagle_convert.releases import draft_architecture, vllm_qk_norm_architecture
+from eagle_convert.releases import RELEASES, Release, draft_architecture, vllm_qk_norm_architecture
 
 # Keys the speculators format keeps at the top level; everything else lives in transformer_layer_config.
 SPECULATORS_TOP_KEYS = frozenset(
@@ -212,3 +214,17 @@ PROFILES: dict[str, Callable[[dict[str, Any], Semantics, Reasons], dict[str, Any
 }
 # Output tensor layout of each profile (decoder-layer prefix); the speculators format uses layers.{i}.
 PROFILE_LAYOUT = {"portable": "midlayer.", "sglang": "midlayer.", "vllm": "midlayer.", "speculators": "layers.0."}
+
+# The engines each profile is written for (the output must select the trained hidden states in each): portable for
+# the engines of the default selection (vLLM and SGLang: it writes the ids in both readings), a profile named for an
+# engine for that engine, speculators for vLLM (the one engine that reads the speculators format).
+PROFILE_ENGINES: dict[str, tuple[str, ...]] = {
+    "portable": engines.DEFAULT_NAMES,
+    **{profile: (profile,) for profile in PROFILES if profile in engines.NAMES},
+    "speculators": ("vllm",),
+}
+
+
+def profile_releases(profile: str) -> list[Release]:
+    """Every modelled release of the engines ``profile`` writes for."""
+    return [r for r in RELEASES.values() if r.engine in PROFILE_ENGINES[profile]]
