@@ -15,7 +15,7 @@ from eagle_convert.normalize.plan import normalize_checkpoint
 from eagle_convert.probe import target as probe_target
 from eagle_convert.probe.run import _draft_config, _draft_state, readings, run_probe
 from eagle_convert.read.checkpoint import open_checkpoint
-from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference import eagle3_config, eagle3_draft
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.generate import write_layout
@@ -73,7 +73,7 @@ def test_normalize_keeps_forward_outputs_bit_identical(fx: Path, tmp_path: Path)
         ckpt = open_checkpoint(path)
         spec = detect(ckpt)
         cfg = _draft_config(spec)
-        weights = eagle3_draft.load_draft(cfg, _draft_state(ckpt, spec))
+        weights = eagle3_config.load_draft(cfg, _draft_state(ckpt, spec))
         g = torch.Generator().manual_seed(3)
         tokens = torch.randint(0, cfg.vocab_size, (12,), generator=g)
         aux = torch.randn(12, cfg.num_aux * cfg.target_hidden_size, generator=g)

@@ -21,7 +21,7 @@ from eagle_convert.errors import ConfigError
 from eagle_convert.probe import run as probe
 from eagle_convert.probe import target as probe_target
 from eagle_convert.probe.text import prompt_pool
-from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference import eagle3_config, eagle3_draft
 from eagle_convert.reference.compute import CPU_FLOAT32
 from tests.test_reference_draft import YARN, K, build, mha_config, mla_config
 
@@ -34,7 +34,7 @@ CONFIGS = {
 }
 
 
-def _inputs(cfg: eagle3_draft.Eagle3Config, rows: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def _inputs(cfg: eagle3_config.Eagle3Config, rows: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, cfg.vocab_size, (T,), generator=g)
     aux = torch.randn(rows, T, K * cfg.target_hidden_size, generator=g)  # a different aux input per row

@@ -16,15 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eagle_convert.errors import ConfigError
-from eagle_convert.reference.eagle3_draft import (
-    DraftWeights,
-    Eagle3Config,
-    attention,
-    chain,
-    draft_step,
-    load_draft,
-    mlp,
-)
+from eagle_convert.reference.eagle3_config import DraftWeights, Eagle3Config, load_draft
+from eagle_convert.reference.eagle3_draft import attention, chain, draft_step, mlp
 
 H, NH, NKV, HD, INTER, K, V, VD, T, EPS = 64, 4, 2, 16, 128, 3, 256, 128, 9, 1e-6
 MLA_DIMS = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 16}

@@ -18,16 +18,8 @@ import torch
 from torch import Tensor
 
 from eagle_convert.errors import ConfigError
-from eagle_convert.reference.eagle3_draft import (
-    ChainRow,
-    Eagle3Config,
-    attention,
-    chain,
-    chains,
-    draft_step,
-    load_draft,
-    parameter_shapes,
-)
+from eagle_convert.reference.eagle3_config import Eagle3Config, load_draft, parameter_shapes
+from eagle_convert.reference.eagle3_draft import ChainRow, attention, chain, chains, draft_step
 from tests.test_reference_draft import EPS, INTER, MLA_DIMS, NH, NKV, VD, YARN, H, V, mha_config, mla_config
 
 T = 11

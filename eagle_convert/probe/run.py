@@ -36,7 +36,7 @@ from eagle_convert.probe.target import Chunk, Progress, Target, Ticker, generate
 from eagle_convert.probe.text import NEW_TOKENS, ROUND, check_text, prompt_pool
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
 from eagle_convert.read.config import default_hidden_states
-from eagle_convert.reference import eagle3_draft
+from eagle_convert.reference import eagle3_config, eagle3_draft
 from eagle_convert.reference.budget import CHAIN_BYTES
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
 from eagle_convert.reference.draft_reader import TensorReader
@@ -75,13 +75,13 @@ def _draft_state(ckpt: Checkpoint, spec: DraftSpec, tensors: TensorReader | None
         return {target: reader.get(name) for name, target in renamed.items()}
 
 
-def _draft_config(spec: DraftSpec) -> eagle3_draft.Eagle3Config:
+def _draft_config(spec: DraftSpec) -> eagle3_config.Eagle3Config:
     """The reference forward's config, from the config detection parsed (nothing parsed again)."""
     from eagle_convert.read.config import flatten_source
 
     raw, _ = flatten_source(spec.config.raw)  # the speculators format keeps the layer settings nested
     raw.pop("use_aux_norm", None)
-    return eagle3_draft.Eagle3Config.from_parsed(dataclasses.replace(spec.config, use_aux_norm=None), raw)
+    return eagle3_config.Eagle3Config.from_parsed(dataclasses.replace(spec.config, use_aux_norm=None), raw)
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ class LoadedDraft:
     """A draft loaded for the reference forward: its detection, its config and its weights on one device/dtype."""
 
     spec: DraftSpec
-    cfg: eagle3_draft.Eagle3Config
-    weights: eagle3_draft.DraftWeights
+    cfg: eagle3_config.Eagle3Config
+    weights: eagle3_config.DraftWeights
 
     def embedding(self, target: Target) -> torch.Tensor | None:
         """The embedding the draft borrows from the target, or None when it has its own."""
@@ -104,7 +104,7 @@ def load_draft(
     when given (what the tensors level kept). A draft the reference cannot run raises an EagleConvertError."""
     cfg = _draft_config(spec)
     state = _draft_state(ckpt, spec, tensors)
-    return LoadedDraft(spec, cfg, eagle3_draft.load_draft(cfg, state, dtype=compute.dtype, device=compute.device))
+    return LoadedDraft(spec, cfg, eagle3_config.load_draft(cfg, state, dtype=compute.dtype, device=compute.device))
 
 
 def open_pair(draft_dir: str | Path, target_dir: str | Path, compute: Compute) -> tuple[LoadedDraft, Target]:
@@ -158,8 +158,8 @@ Score = tuple[torch.Tensor, torch.Tensor, list[int]]  # a reading's (top-1 hits,
 def _score(
     chunk: Chunk,
     reading: Reading,
-    cfg: eagle3_draft.Eagle3Config,
-    weights: eagle3_draft.DraftWeights,
+    cfg: eagle3_config.Eagle3Config,
+    weights: eagle3_config.DraftWeights,
     embed: torch.Tensor | None,
     steps: int,
     stop: int | None = None,
@@ -177,8 +177,8 @@ def _score(
 def _score_readings(
     chunk: Chunk,
     readings: list[Reading],
-    cfg: eagle3_draft.Eagle3Config,
-    weights: eagle3_draft.DraftWeights,
+    cfg: eagle3_config.Eagle3Config,
+    weights: eagle3_config.DraftWeights,
     embed: torch.Tensor | None,
     steps: int,
     budget: int | None = None,
