@@ -181,7 +181,7 @@ class VerifyRequest:
         files and the target's config read once, here."""
         server = self.server
         if server is not None:
-            from eagle_convert.real_engine.attach import check_url
+            from eagle_convert.real_engine.attached import check_url
 
             server = replace(server, url=check_url(server.url))
         releases = resolve_engines(self.engine or DEFAULT_ENGINES)
