@@ -17,7 +17,7 @@ from eagle_convert import engines
 from eagle_convert.normalize.plan import PROFILE_ENGINES
 from eagle_convert.normalize.profiles import PROFILES
 from eagle_convert.real_engine import attached
-from eagle_convert.real_engine.attached import measure
+from eagle_convert.real_engine.attached.detect import PROTOCOLS
 from eagle_convert.real_engine.base import ENGINE_VENVS
 from eagle_convert.releases import RECORDS, RELEASES, resolve_engines
 from eagle_convert.rules.registry import RULES
@@ -90,7 +90,7 @@ def test_every_engine_has_release_records_and_every_record_an_engine() -> None:
 
 def test_each_part_covers_the_engines_it_serves() -> None:
     """The tables keyed by engine cover the engines the vocabulary says the part serves, and name no other."""
-    assert set(measure.MEASURE) == set(attached.ENGINES) == set(engines.ATTACHABLE)
+    assert set(PROTOCOLS) == set(attached.ENGINES) == set(engines.ATTACHABLE)
     assert set(ENGINE_VENVS) == set(engines.RUNNERS)
     assert set(DEPLOYMENT_KEYS) <= ENGINE_WORDS
     assert set(PROFILE_ENGINES) == set(PROFILES)

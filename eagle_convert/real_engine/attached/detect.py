@@ -19,6 +19,8 @@ from eagle_convert.real_engine.attached.client import Endpoint, connect
 from eagle_convert.real_engine.attached.protocol import ServerInfo
 
 ENGINES = engines.ATTACHABLE  # the engines whose servers are detected and measured (one protocol module each)
+# how each engine's server is described and measured: one entry per engine of ENGINES (tests/test_engine_vocabulary.py)
+PROTOCOLS = {p.engine: p for p in (vllm.PROTOCOL, sglang.PROTOCOL, trtllm.PROTOCOL)}
 
 
 def detect(url: str, token: str | None = None, timeout: float = 30.0, engine: str | None = None) -> ServerInfo:
@@ -36,19 +38,11 @@ def detect_on(server: Endpoint, timeout: float, engine: str | None) -> ServerInf
     metrics: str | None = server.optional_json("/metrics", timeout, text=True)
     if engine is None:
         engine = _which_engine(server, info, metrics, timeout)
-    if engine == "vllm":
-        found = vllm.describe(server, info, metrics, timeout)
-    elif engine == "trtllm":
-        found = trtllm.describe(server, metrics, timeout)
-    else:
-        found = sglang.describe(server, info)
+    found = PROTOCOLS[engine].describe(server, info, metrics, timeout)
     if not found.speculative:
         raise AttachError(
             f"the {engine} server at {server.url} does not run speculative decoding ({found.not_reported})",
-            hint='serve the target with the draft: vLLM --speculative-config \'{"method": "eagle3", "model": '
-            "DRAFT, ...}', SGLang --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT, "
-            "trtllm-serve speculative_config {decoding_type: Eagle3, speculative_model: DRAFT} in its "
-            "--extra_llm_api_options YAML",
+            hint="serve the target with the draft: " + ", ".join(PROTOCOLS[e].serve_with for e in ENGINES),
         )
     return found
 

@@ -11,15 +11,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eagle_convert.errors import AttachError, UsageError
-from eagle_convert.real_engine.attached import sglang, trtllm, vllm
 from eagle_convert.real_engine.attached.client import connect
-from eagle_convert.real_engine.attached.detect import detect_on
+from eagle_convert.real_engine.attached.detect import PROTOCOLS, detect_on
 from eagle_convert.real_engine.attached.fingerprint import draft_identity
 from eagle_convert.real_engine.attached.protocol import CounterMove, ServerInfo
 from eagle_convert.real_engine.base import acceptance
-
-# how each engine's server is measured: one entry per engine of ENGINES (tests/test_engine_vocabulary.py)
-MEASURE = {"vllm": vllm.measure, "sglang": sglang.measure, "trtllm": trtllm.measure}
 
 
 @dataclass(frozen=True)
@@ -62,7 +58,7 @@ def run(
     server = connect(url, token)
     info = detect_on(server, timeout, engine)
     identity, note = draft_identity(info.draft_path, draft)
-    counts = MEASURE[info.engine](server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
+    counts = PROTOCOLS[info.engine].measure(server, info, [list(p) for p in prompts], new_tokens, concurrency, timeout)
     if counts.drafts <= 0:  # each engine's reader says why; a server that measured nothing never passes
         raise AttachError(f"the {info.engine} server at {server.url} measured no draft during the run")
     if counts.draft_len is not None and info.num_speculative_tokens is None:

@@ -1,6 +1,7 @@
-"""What the engine protocols of ``--engine-url`` share: what a server says about itself (:class:`ServerInfo`), what
-its records count about one run (:class:`Counts`), the requests sent with at most ``concurrency`` in flight, and the
-OpenAI ``/v1/completions`` request vLLM and trtllm-serve both answer.
+"""What the engine protocols of ``--engine-url`` share: the one interface each engine's module fills in
+(:class:`EngineProtocol`), what a server says about itself (:class:`ServerInfo`), what its records count about one
+run (:class:`Counts`), the requests sent with at most ``concurrency`` in flight, and the OpenAI ``/v1/completions``
+request vLLM and trtllm-serve both answer.
 """
 
 from __future__ import annotations
@@ -57,6 +58,23 @@ class Counts:
     foreign_traffic: list[CounterMove]
     wall_s: float
     draft_len: int | None = None  # draft tokens per step, where only the run shows it (trtllm-serve)
+
+
+# (server, /server_info's JSON, /metrics' text, timeout): the answers detection read, None where the server has none
+Describe = Callable[[Endpoint, Any, str | None, float], ServerInfo]
+# (server, info, prompts, new tokens, concurrency, timeout)
+Measure = Callable[[Endpoint, ServerInfo, list[list[int]], int, int, float], Counts]
+
+
+@dataclass(frozen=True)
+class EngineProtocol:
+    """How ``--engine-url`` speaks to one engine's server: one record per engine of ``engines.ATTACHABLE``, each
+    declared by the engine's own module (``vllm.PROTOCOL``, ...) and gathered in ``detect.PROTOCOLS``."""
+
+    engine: str  # the engine's name (engines.py)
+    describe: Describe  # what the server says about itself, from the answers detection read and its own requests
+    measure: Measure  # send the prompts (greedy, EOS ignored) and read this run's counts from the server's records
+    serve_with: str  # how this engine serves the target with the draft (the hint when a server does not draft)
 
 
 def send_all(

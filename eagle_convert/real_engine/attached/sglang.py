@@ -13,10 +13,10 @@ from typing import Any
 from eagle_convert.errors import AttachError
 from eagle_convert.real_engine.attached.checks import count, fault, missing, optional_count, token_ids
 from eagle_convert.real_engine.attached.client import Endpoint
-from eagle_convert.real_engine.attached.protocol import MAX_POSITIONS, Counts, ServerInfo, send_all
+from eagle_convert.real_engine.attached.protocol import MAX_POSITIONS, Counts, EngineProtocol, ServerInfo, send_all
 
 
-def describe(server: Endpoint, info: Any) -> ServerInfo:
+def describe(server: Endpoint, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
     """SGLang 0.5.23: ``/server_info`` is ``ServerArgs.resolved_dict()`` plus ``version``
     (``srt/entrypoints/http_server.py:863-894``, ``srt/utils/common.py:3584-3593``); the speculative fields are
     ``srt/arg_groups/fields/spec.py:31-66``."""
@@ -125,3 +125,11 @@ def measure(
         foreign_traffic=[],
         wall_s=wall,
     )
+
+
+PROTOCOL = EngineProtocol(
+    engine="sglang",
+    describe=describe,
+    measure=measure,
+    serve_with="SGLang --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT",
+)

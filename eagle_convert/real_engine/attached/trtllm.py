@@ -19,7 +19,15 @@ from typing import Any
 from eagle_convert.errors import AttachError
 from eagle_convert.real_engine.attached.checks import consistent, count, fault, missing
 from eagle_convert.real_engine.attached.client import Endpoint
-from eagle_convert.real_engine.attached.protocol import SETTLE_S, CounterMove, Counts, ServerInfo, completions, send_all
+from eagle_convert.real_engine.attached.protocol import (
+    SETTLE_S,
+    CounterMove,
+    Counts,
+    EngineProtocol,
+    ServerInfo,
+    completions,
+    send_all,
+)
 
 POLL_S = 1.0  # trtllm-serve: seconds between reads of /metrics during the run (it keeps ~1000 iterations at most)
 MAX_ITERATIONS = 1_000_000  # trtllm-serve: iteration records one run may gather
@@ -27,7 +35,7 @@ TRTLLM_OWNER = "tensorrt_llm"  # trtllm-serve's /v1/models owned_by (serve/opena
 SPEC_STATS = "specDecodingStats"  # one trtllm iteration's speculative counts (IterationStats JSON)
 
 
-def describe(server: Endpoint, metrics: str | None, timeout: float) -> ServerInfo:
+def describe(server: Endpoint, info: Any, metrics: str | None, timeout: float) -> ServerInfo:
     """trtllm-serve (``tensorrt_llm/serve/openai_server.py``): ``/version`` is ``{"version": VERSION}``,
     ``/v1/models`` one ``ModelCard`` owned by ``tensorrt_llm``; it reports neither its draft nor its speculative
     settings over HTTP, so whether it drafts is read from the iteration statistics of ``/metrics`` (an earlier
@@ -205,3 +213,12 @@ def _counts(
         wall_s=wall,
         draft_len=widest or None,
     )
+
+
+PROTOCOL = EngineProtocol(
+    engine="trtllm",
+    describe=describe,
+    measure=measure,
+    serve_with="trtllm-serve speculative_config {decoding_type: Eagle3, speculative_model: DRAFT} in its "
+    "--extra_llm_api_options YAML",
+)

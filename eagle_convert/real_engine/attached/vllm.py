@@ -22,6 +22,7 @@ from eagle_convert.real_engine.attached.protocol import (
     SETTLE_S,
     CounterMove,
     Counts,
+    EngineProtocol,
     ServerInfo,
     completions,
     send_all,
@@ -171,3 +172,11 @@ def _per_position(samples: Samples) -> dict[int, float]:
         if name == ACCEPTED_PER_POS and labels.get("position", "").isdecimal():
             out[int(labels["position"])] = out.get(int(labels["position"]), 0.0) + value
     return out
+
+
+PROTOCOL = EngineProtocol(
+    engine="vllm",
+    describe=describe,
+    measure=measure,
+    serve_with='vLLM --speculative-config \'{"method": "eagle3", "model": DRAFT, ...}\'',
+)
