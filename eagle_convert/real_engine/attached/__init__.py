@@ -24,24 +24,26 @@ The modules, each with one job:
   and where its spec-decode counts are;
 - ``detect``: which engine serves a URL;
 - ``fingerprint``: whether the served draft is DRAFT;
-- ``measure``: one run, from detection to :class:`AttachedRun`.
+- ``measure``: the server's settings (:class:`AttachedServer`), the first contact, one run to :class:`AttachedRun`.
 """
 
 from eagle_convert.real_engine.attached.client import TOKEN_ENV, check_url, token_from_env
 from eagle_convert.real_engine.attached.detect import ENGINES, detect
 from eagle_convert.real_engine.attached.fingerprint import draft_identity
-from eagle_convert.real_engine.attached.measure import AttachedRun, run
+from eagle_convert.real_engine.attached.measure import AttachedRun, AttachedServer, reach, run
 from eagle_convert.real_engine.attached.protocol import CounterMove, ServerInfo
 
 __all__ = [
     "ENGINES",
     "TOKEN_ENV",
     "AttachedRun",
+    "AttachedServer",
     "CounterMove",
     "ServerInfo",
     "check_url",
     "detect",
     "draft_identity",
+    "reach",
     "run",
     "token_from_env",
 ]

@@ -1,6 +1,8 @@
-"""One measured run on an attached server: detect it, send the prompts through its engine's protocol, and derive
-the acceptance from the counts its own records give (:class:`AttachedRun`).
+"""One measured run on an attached server: where and how to reach it (:class:`AttachedServer`), the first contact
+before anything expensive (:func:`reach`), then the run: detect it, send the prompts through its engine's protocol,
+and derive the acceptance from the counts its own records give (:class:`AttachedRun`).
 
+    reach(AttachedServer("http://10.0.0.5:8000", token))
     attached = run("http://10.0.0.5:8000", token, prompts, new_tokens=64, concurrency=8, timeout=300.0, draft=DRAFT)
 """
 
@@ -12,10 +14,24 @@ from pathlib import Path
 
 from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.real_engine.attached.client import connect
-from eagle_convert.real_engine.attached.detect import PROTOCOLS, detect_on
+from eagle_convert.real_engine.attached.detect import PROTOCOLS, detect, detect_on
 from eagle_convert.real_engine.attached.fingerprint import draft_identity
 from eagle_convert.real_engine.attached.protocol import CounterMove, ServerInfo
-from eagle_convert.real_engine.base import acceptance
+from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS, acceptance
+
+REACH_TIMEOUT_S = 30.0  # the first contact with the server, before anything expensive runs
+
+
+@dataclass(frozen=True)
+class AttachedServer:
+    """Where and how to reach the running server (``--engine-url`` and its options)."""
+
+    url: str
+    token: str | None = None  # --engine-url-token, else $EAGLE_CONVERT_ENGINE_URL_TOKEN; never printed
+    concurrency: int = 8  # requests in flight at most
+    timeout: float = 300.0  # seconds per HTTP request
+    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
+    new_tokens: int = ENGINE_NEW_TOKENS  # --engine-tokens: new tokens asked for per prompt
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,12 @@ class AttachedRun:
     draft_identity: str  # "same" | "different" | "unknown": the served draft against DRAFT
     draft_identity_note: str  # how that was decided, or why it could not be
     wall_s: float  # from the first request sent to the last answer (and the counters settled)
+
+
+def reach(server: AttachedServer) -> None:
+    """Contact the server once before anything expensive runs (the checks, the probe): a server that is down,
+    refuses the key or does not serve speculatively is exit 2 within seconds, not after the probe's minutes."""
+    detect(server.url, server.token, min(server.timeout, REACH_TIMEOUT_S), server.engine)
 
 
 def run(
