@@ -20,7 +20,7 @@ eagle-convert process (probe and reference matching) and of the engine process (
 process on the same 8 prompts and prints, per variant, the hidden states vLLM fed the draft, the flags it
 built and the acceptance it measured.
 
-``--attached`` times ``verify --engine-url``'s client (eagle_convert/real_engine/attach.py) against the in-process
+``--attached`` times ``verify --engine-url``'s client (eagle_convert/real_engine/attached/) against the in-process
 engine level on the same 8 prompts and tokens, side by side: the attached run against a server that already serves
 the pair (``--engine-url``; without it the benchmark starts one, tests/vllm_server.py, and reports its start-up),
 and the in-process run (a child process that imports vLLM, loads the pair and generates). Both measure acceptance
@@ -94,7 +94,7 @@ def attached(tokens: int, url: str | None, concurrency: int) -> int:
     from contextlib import nullcontext
 
     from eagle_convert.real_engine import EngineSettings, engine_prompts, observe
-    from eagle_convert.real_engine.attach import run
+    from eagle_convert.real_engine.attached import run
     from eagle_convert.real_engine.base import acceptance, engine_python
 
     target, draft = engine_pair()

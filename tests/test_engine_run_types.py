@@ -25,7 +25,7 @@ import pytest
 from rich.console import Console
 
 from eagle_convert.errors import EngineRunError, UsageError
-from eagle_convert.real_engine.attach import AttachedRun, CounterMove, ServerInfo
+from eagle_convert.real_engine.attached import AttachedRun, CounterMove, ServerInfo
 from eagle_convert.real_engine.base import EngineObservation
 from eagle_convert.real_engine.record import NOT_OBSERVED, InProcessRun, LoadOnlyRun, ServedRun
 from eagle_convert.render.engine_tables import render_engine_run

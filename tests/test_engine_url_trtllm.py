@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from eagle_convert.errors import AttachError
-from eagle_convert.real_engine.attach import SPEC_STATS, AttachedRun, detect, run
+from eagle_convert.real_engine.attached import AttachedRun, detect, run
+from eagle_convert.real_engine.attached.trtllm import SPEC_STATS
 from tests.conftest import verify_attached
 from tests.local_http import QuietHandler, serve
 

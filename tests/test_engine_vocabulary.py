@@ -15,7 +15,8 @@ from typing import Any
 
 from eagle_convert import engines
 from eagle_convert.normalize.profiles import PROFILE_ENGINES, PROFILES
-from eagle_convert.real_engine import attach
+from eagle_convert.real_engine import attached
+from eagle_convert.real_engine.attached.detect import PROTOCOLS
 from eagle_convert.real_engine.base import ENGINE_VENVS
 from eagle_convert.releases import RECORDS, RELEASES, resolve_engines
 from eagle_convert.rules.registry import RULES
@@ -88,7 +89,7 @@ def test_every_engine_has_release_records_and_every_record_an_engine() -> None:
 
 def test_each_part_covers_the_engines_it_serves() -> None:
     """The tables keyed by engine cover the engines the vocabulary says the part serves, and name no other."""
-    assert set(attach.MEASURE) == set(attach.ENGINES) == set(engines.ATTACHABLE)
+    assert set(PROTOCOLS) == set(attached.ENGINES) == set(engines.ATTACHABLE)
     assert set(ENGINE_VENVS) == set(engines.RUNNERS)
     assert set(DEPLOYMENT_KEYS) <= ENGINE_WORDS
     assert set(PROFILE_ENGINES) == set(PROFILES)

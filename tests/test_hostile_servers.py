@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 
 from eagle_convert.errors import AttachError, UsageError
-from eagle_convert.real_engine import attach
-from eagle_convert.real_engine.attach import run
+from eagle_convert.real_engine.attached import client, run
 from tests.conftest import ROOT
 from tests.local_http import QuietHandler, serve
 
@@ -156,7 +155,7 @@ def test_a_redirect_within_the_origin_is_followed() -> None:
         handler.end_headers()
 
     with _serve(_Vllm, routes={"/v0/version": redirect}) as url:
-        server = attach._connect(url, KEY)
+        server = client.connect(url, KEY)
         assert json.loads(server.request("/v0/version", None, 5.0, "before the run")) == {"version": "0.32.0"}
 
 
@@ -229,7 +228,7 @@ def test_a_server_that_drips_its_answer_hits_the_total_deadline() -> None:
             time.sleep(0.2)
 
     with _serve(_Vllm, routes={"/version": drip}) as url:
-        server = attach._connect(url, KEY)
+        server = client.connect(url, KEY)
         started = time.monotonic()
         with pytest.raises(AttachError, match=r"did not answer within 1\.5 s before the run") as error:
             server.request("/version", None, 1.5, "before the run")
@@ -248,12 +247,12 @@ def test_a_header_that_never_ends_hits_the_total_deadline() -> None:
     with _serve(_Vllm, routes={"/version": headers_forever}) as url:
         started = time.monotonic()
         with pytest.raises(AttachError, match="did not answer within 1 s"):
-            attach._connect(url, KEY).request("/version", None, 1.0, "before the run")
+            client.connect(url, KEY).request("/version", None, 1.0, "before the run")
         assert time.monotonic() - started < 4.0
 
 
 def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attach, "MAX_BODY_BYTES", 1 << 16)
+    monkeypatch.setattr(client, "MAX_BODY_BYTES", 1 << 16)
 
     def huge(handler: _Vllm) -> None:
         body = b"vllm:spec_decode_num_drafts_total 1\n" * 30_000

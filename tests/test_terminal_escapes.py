@@ -193,7 +193,7 @@ def test_forced_colour_sends_colour_codes_and_nothing_else(here: Path, command: 
 
 def test_a_servers_strings_in_the_engine_table_are_escaped(here: Path) -> None:
     """What a served engine answers (its version, the draft it serves, its metric names) is input too."""
-    from eagle_convert.real_engine.attach import AttachedRun, CounterMove, ServerInfo
+    from eagle_convert.real_engine.attached import AttachedRun, CounterMove, ServerInfo
     from eagle_convert.real_engine.record import ServedRun
 
     info = ServerInfo("http://127.0.0.1:1/\x1b]8;;http://evil\x1b\\", "vllm", f"0.33{FORGED}{CLEAR}", "t", None, True,

@@ -56,7 +56,7 @@ def test_a_dead_server_is_an_error_before_the_checkpoint_is_read(
 ) -> None:
     """``--engine-url`` at a port nothing listens on: AttachError (exit 2) before the checkpoint is opened, so
     before any level or the probe runs (at 0421174 the whole probe ran first, then the run failed)."""
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import AttachedServer
     from eagle_convert.verify import run as verify_run
     from eagle_convert.verify.request import VerifyRequest
     from tests.vllm_server import free_port

@@ -131,7 +131,7 @@ def test_the_request_is_frozen_and_built_from_flat_options() -> None:
 
 
 def test_validate_raises_every_kind_of_usage_error_as_usage_error(tmp_path: Path) -> None:
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import AttachedServer
 
     bad = [
         VerifyRequest(level="nope"),
@@ -149,7 +149,7 @@ def test_validate_raises_every_kind_of_usage_error_as_usage_error(tmp_path: Path
 
 
 def test_engine_url_implies_the_engine_level(tmp_path: Path) -> None:
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import AttachedServer
 
     (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
     checked = VerifyRequest(engine_run=AttachedServer("http://127.0.0.1:9/"), target=tmp_path).validate()
@@ -175,7 +175,7 @@ def test_cli_defaults_are_the_requests_constants() -> None:
 def test_engine_tokens_reach_the_settings_of_either_engine_run(tmp_path: Path) -> None:
     """The in-process engine's and the attached run's settings both carry --engine-tokens (issue 41); out of range
     is a usage error for either, in the library as on the command line."""
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import AttachedServer
 
     (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
     served = VerifyRequest(engine_run=AttachedServer("http://127.0.0.1:9", new_tokens=128), target=tmp_path)

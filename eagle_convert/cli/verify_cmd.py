@@ -49,7 +49,7 @@ from eagle_convert.verify.request import (
 )
 
 if TYPE_CHECKING:
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import AttachedServer
     from eagle_convert.verify.report import VerifyReport
     from eagle_convert.verify.request import CheckedRequest
 
@@ -408,8 +408,7 @@ def _attached_server(
     """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
     names its engine only when it is one of those --engine-url measures (a release list leaves it to detection). An
     option of the attached run without --engine-url is a usage error, never dropped."""
-    from eagle_convert.real_engine.attach import ENGINES, token_from_env
-    from eagle_convert.real_engine.served import AttachedServer
+    from eagle_convert.real_engine.attached import ENGINES, AttachedServer, token_from_env
 
     if url is None:
         server_only = (

@@ -6,7 +6,7 @@
 - :class:`ServedRun`: a server the user runs measured the draft (``--engine-url``).
 
 The first two are built from an :class:`~eagle_convert.real_engine.base.EngineObservation`, the third from an
-:class:`~eagle_convert.real_engine.attach.AttachedRun`. ``to_dict()`` is the JSON contract
+:class:`~eagle_convert.real_engine.attached.AttachedRun`. ``to_dict()`` is the JSON contract
 (eagle_convert/schemas/verify-report.schema.json): the same keys for every kind, null where a kind cannot know.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from eagle_convert.real_engine.attach import AttachedRun
+from eagle_convert.real_engine.attached import AttachedRun
 from eagle_convert.real_engine.base import EngineObservation, acceptance
 
 if TYPE_CHECKING:  # the probe's result types; building a record never imports the probe

@@ -1,6 +1,6 @@
 """``verify --engine-url``: the engine level against a server that already serves the target with the draft.
 
-The run itself is :func:`eagle_convert.real_engine.attach.run` (token-id prompts, greedy, the server's own
+The run itself is :func:`eagle_convert.real_engine.attached.run` (token-id prompts, greedy, the server's own
 counters); this module turns it into the report's ``engine_run`` record (``record.ServedRun``) and the findings:
 EC726 when the server serves another draft, EC727 when other clients' requests moved its counters during the run,
 EC722 when the measured acceptance is below the probe's prediction on the same prompts (only when the numbers are
@@ -13,12 +13,12 @@ module it built, the text of the target alone (``not_observed``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eagle_convert.real_engine import attach
-from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS, EngineSettings
+from eagle_convert.real_engine import attached
+from eagle_convert.real_engine.base import EngineSettings
 from eagle_convert.real_engine.record import ServedRun
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -32,34 +32,13 @@ if TYPE_CHECKING:
     from eagle_convert.read.config import TargetConfig
 
 
-@dataclass(frozen=True)
-class AttachedServer:
-    """Where and how to reach the running server (``--engine-url`` and its options)."""
-
-    url: str
-    token: str | None = None  # --engine-url-token, else $EAGLE_CONVERT_ENGINE_URL_TOKEN; never printed
-    concurrency: int = 8  # requests in flight at most
-    timeout: float = 300.0  # seconds per HTTP request
-    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
-    new_tokens: int = ENGINE_NEW_TOKENS  # --engine-tokens: new tokens asked for per prompt
-
-
-REACH_TIMEOUT_S = 30.0  # the first contact with the server, before anything expensive runs
-
-
-def reach(server: AttachedServer) -> None:
-    """Contact the server once before anything expensive runs (the checks, the probe): a server that is down,
-    refuses the key or does not serve speculatively is exit 2 within seconds, not after the probe's minutes."""
-    attach.detect(server.url, server.token, min(server.timeout, REACH_TIMEOUT_S), server.engine)
-
-
 def served_findings(
     draft: Path,
     spec: DraftSpec,
     target_config: TargetConfig,
     enabled: Callable[[str], bool],
     settings: EngineSettings,
-    server: AttachedServer,
+    server: attached.AttachedServer,
     probe: ProbeReport | None,
     *,
     loaded: LoadedDraft | EagleConvertError | None = None,
@@ -74,7 +53,7 @@ def served_findings(
 
     target = Path(target_config.source).parent
     prompts = engine_prompts(target, settings, target_config)
-    measured = attach.run(
+    measured = attached.run(
         server.url,
         server.token,
         prompts,

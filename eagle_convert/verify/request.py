@@ -35,8 +35,8 @@ from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine
 from eagle_convert.rules.registry import LEVELS, RULES
 
 if TYPE_CHECKING:
+    from eagle_convert.real_engine.attached import AttachedServer
     from eagle_convert.real_engine.base import EngineSettings
-    from eagle_convert.real_engine.served import AttachedServer
 
 # One default per option, in one place: the CLI's defaults are these constants.
 DEFAULT_LEVEL = LEVELS[0]
@@ -172,7 +172,7 @@ class VerifyRequest:
     @property
     def server(self) -> AttachedServer | None:
         """``--engine-url``: the running server the engine level measures the draft on."""
-        from eagle_convert.real_engine.served import AttachedServer
+        from eagle_convert.real_engine.attached import AttachedServer
 
         return self.engine_run if isinstance(self.engine_run, AttachedServer) else None
 
@@ -181,7 +181,7 @@ class VerifyRequest:
         files and the target's config read once, here."""
         server = self.server
         if server is not None:
-            from eagle_convert.real_engine.attach import check_url
+            from eagle_convert.real_engine.attached import check_url
 
             server = replace(server, url=check_url(server.url))
         releases = resolve_engines(self.engine or DEFAULT_ENGINES)

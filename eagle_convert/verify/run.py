@@ -174,7 +174,7 @@ def verify_checkpoint(
     checked = request if isinstance(request, CheckedRequest) else request.validate()
     checked.check_source(path)
     if checked.server is not None:  # a dead server is an error before the checkpoint is read or the probe runs
-        from eagle_convert.real_engine.served import reach
+        from eagle_convert.real_engine.attached import reach
 
         reach(checked.server)
     session = Session.open(path, checked, hooks or Hooks())
