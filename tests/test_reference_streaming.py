@@ -222,3 +222,17 @@ def test_console_names_each_progress_unit() -> None:
     assert progress._UNITS[probe_target.GENERATING] == "steps"
     assert progress._UNITS.get(probe_target.TARGET_PASSES, "layers") == "layers"
     assert progress._UNITS[TENSOR_VALUES] == "tensors" and progress._UNITS["probe: draft chains"] == "chains"
+
+
+def test_the_generations_stop_mask_is_on_the_ids_device() -> None:
+    """transformers ORs the stopping criterion's mask into its own on the ids' device: a CPU mask stopped every
+    generation on CUDA (the GPU check, on an H200). The meta device stands for a device other than the CPU here, and
+    the criterion goes through transformers' own StoppingCriteriaList as generate calls it."""
+    from transformers import StoppingCriteriaList
+
+    from eagle_convert.reference.decoding import Choices
+    from eagle_convert.reference.hf_target import stop_when_ended
+
+    ids, scores = torch.zeros(2, 3, dtype=torch.long, device="meta"), torch.zeros(2, 5, device="meta")
+    mask = StoppingCriteriaList([stop_when_ended(Choices(None), None, 2)])(ids, scores)
+    assert mask.device.type == "meta" and mask.shape == (2,)

@@ -436,10 +436,6 @@ class StreamedModel:
             forced[torch.arange(scores.shape[0]), picked.to(scores.device)] = 0.0
             return forced
 
-        def done(ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
-            # on the ids' device: generate ORs it into a mask there (a CPU tensor failed on CUDA, the GPU check)
-            return torch.full((len(prompts),), choices.ended(eos), dtype=torch.bool, device=ids.device)
-
         config = GenerationConfig(  # type: ignore[no-untyped-call]
             max_new_tokens=new_tokens,
             do_sample=False,
@@ -461,10 +457,20 @@ class StreamedModel:
                 attention_mask=mask.to(self.device),
                 generation_config=config,
                 logits_processor=LogitsProcessorList([choose]),
-                stopping_criteria=StoppingCriteriaList([done]),
+                stopping_criteria=StoppingCriteriaList([stop_when_ended(choices, eos, len(prompts))]),
             )
         kept = {j: torch.cat(got[j], dim=1) for j in wanted}
         return choices.result(prompts, pad, kept, eos)
+
+
+def stop_when_ended(choices: Choices, eos: int | None, rows: int) -> Callable[..., torch.Tensor]:
+    """The generation's stopping criterion: every row has generated ``eos``. Its mask is on the ids' device, where
+    transformers ORs it into its own (a CPU mask stopped every generation on CUDA: the GPU check found it)."""
+
+    def done(ids: torch.Tensor, _scores: torch.Tensor, **_: Any) -> torch.Tensor:
+        return torch.full((rows,), choices.ended(eos), dtype=torch.bool, device=ids.device)
+
+    return done
 
 
 def _set(model: torch.nn.Module, name: str, value: torch.Tensor) -> None:
