@@ -11,16 +11,16 @@ from typing import Any
 from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.model_check import NOT_A_DRAFT
+from eagle_convert.gate.deployment import check_deployment
+from eagle_convert.gate.findings import engines_json, gate_findings, views
+from eagle_convert.gate.located import located
+from eagle_convert.gate.nulls import null_findings, null_typed_fields
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import open_source
 from eagle_convert.releases import DEFAULT_ENGINES, resolve_engines
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import Fixes, finding
-from eagle_convert.verify.context import located
-from eagle_convert.verify.deployment import check_deployment
-from eagle_convert.verify.gate import engines_json, gate_findings, views
-from eagle_convert.verify.static_config import null_findings, null_typed_fields
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from eagle_convert import engines
+from eagle_convert.gate.deployment import DEPLOYMENT_KEYS
 from eagle_convert.normalize.profiles import PROFILE_ENGINES, PROFILES
 from eagle_convert.real_engine import attached
 from eagle_convert.real_engine.attached.detect import PROTOCOLS
 from eagle_convert.real_engine.base import ENGINE_VENVS
 from eagle_convert.releases import RECORDS, RELEASES, resolve_engines
 from eagle_convert.rules.registry import RULES
-from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
 from tests.conftest import ROOT, SCHEMAS
 
 PACKAGE = ROOT / "eagle_convert"

@@ -164,7 +164,7 @@ def test_inspect_and_verify_share_version_keys_and_finding_shape(
     assert {k for f in inspected["findings"] for k in f} == {k for f in verified["findings"] for k in f}
     ec104 = next(f for f in verified["findings"] if f["rule_id"] == "EC104")
     assert ec104["engine"] == "vllm@0.33-v1" and ec104["subject"] and ec104["pointer"]
-    # the same finding is located the same way in both: file and pointer from one place (verify/context.located)
+    # the same finding is located the same way in both: file and pointer from one place (gate/located.py)
     inspected_ec104 = next(
         f for f in inspected["findings"] if f["rule_id"] == "EC104" and f["engine"] == "vllm@0.33-v1"
     )

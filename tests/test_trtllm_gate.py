@@ -230,7 +230,7 @@ def test_vllm_deployment_settings_are_read_at_every_level(drafts: Path, capsys: 
 
 
 def test_pipeline_parallel_size_reaches_the_engine_level_too() -> None:
-    from eagle_convert.verify.deployment import split_settings
+    from eagle_convert.gate.deployment import split_settings
 
     deployment, engine = split_settings(
         {"pipeline_parallel_size": 2, "platform": "cuda", "max_num_seqs": 4}, resolve_engines("vllm")

@@ -118,7 +118,7 @@ def detect(ckpt: Checkpoint, target: TargetConfig | None = None, aux_convention:
     if moe:
         out.append(finding("EC002", "mixture-of-experts draft layer: " + moe))
     # wrapper prefixes (EC010) and legacy EAGLE3.1 names (EC202) are facts whose cost depends on the release:
-    # the gate reports them with each selected release's reading (verify/gate.py naming_findings)
+    # the gate reports them with each selected release's reading (gate/findings.py naming_findings)
     for n in names:
         if not n.known:
             out.append(finding("EC008", f"tensor {n.name} matches no known layout", subject=n.name))

@@ -1,6 +1,6 @@
 """The draft's truth: what its weights were trained for, from weights, config and provenance (never an engine rule).
 
-The gate (``verify/gate.py``) compares it with each selected release's view (``releases/``).
+The gate (``gate/findings.py``) compares it with each selected release's view (``releases/``).
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ import json
 
 from eagle_convert.draft.aux_layers import ids_for
 from eagle_convert.draft.detect import DraftSpec
+from eagle_convert.gate.deployment import CAPTURE_KEY
+from eagle_convert.gate.findings import views
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.releases import Release, launch_command, resolve_engines
 from eagle_convert.render.escape import markdown_code, markdown_text
-from eagle_convert.verify.deployment import CAPTURE_KEY
-from eagle_convert.verify.gate import views
 from eagle_convert.verify.report import VerifyReport
 
 

@@ -24,6 +24,7 @@ from eagle_convert.errors import (
     UsageError,
     require_torch,
 )
+from eagle_convert.gate.nulls import null_findings
 from eagle_convert.normalize.profiles import PROFILE_ENGINES, PROFILES, Semantics, profile_releases
 from eagle_convert.normalize.request import NormalizeRequest
 from eagle_convert.normalize.semantics import resolve_semantics
@@ -52,7 +53,6 @@ from eagle_convert.releases import (
 )
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.static_config import null_findings
 from eagle_convert.version import SCHEMA_VERSION, TOOL, __version__
 
 

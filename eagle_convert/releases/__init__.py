@@ -1,7 +1,7 @@
 """The engine model: what each SGLang and vLLM release (and runner) does with an EAGLE3 draft config.
 
 Nothing outside this package knows an engine rule. ``RELEASES`` is the registry; :func:`engine_view` is one
-release's reading of a config (never of the weights); :mod:`eagle_convert.verify.gate` compares that view with the
+release's reading of a config (never of the weights); :mod:`eagle_convert.gate` compares that view with the
 draft's truth.
 """
 

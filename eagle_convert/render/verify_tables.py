@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from eagle_convert.gate.deployment import DEPLOYMENT_SUBJECTS
 from eagle_convert.render import detail
 from eagle_convert.render.cells import kv_table
 from eagle_convert.render.engine_tables import render_engine_run
@@ -16,7 +17,6 @@ from eagle_convert.render.findings_table import fixable_footer, message_cell, ru
 from eagle_convert.render.grouping import More, table_rows
 from eagle_convert.render.probe_table import probe_conclusion, probe_table
 from eagle_convert.rules.registry import Fixes
-from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
 
 if TYPE_CHECKING:  # the report's module is imported by the command that makes it
     from eagle_convert.verify.report import VerifyReport

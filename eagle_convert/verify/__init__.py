@@ -1,5 +1,5 @@
-"""``verify``: the pre-deploy gate. ``run`` drives the levels; ``static``, ``tensors`` and ``forward`` check; ``gate``
-joins the draft's truth with the selected releases' views; ``report`` is the result."""
+"""``verify``: the pre-deploy check. ``request`` is the run asked and checked; ``run`` drives the levels; ``static``,
+``tensors`` and ``forward`` check; the gate's findings come from :mod:`eagle_convert.gate`; ``report`` is the result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What every static check shares: the :class:`Context`, the finding helpers and the registry of checks by rule id.
+"""What every static check shares: the :class:`Context`, a tensor's finding and the registry of checks by rule id (a
+config key's finding, :func:`~eagle_convert.gate.located.cfg_finding`, is the gate's: inspect makes them too).
 
 The checks themselves are in ``static.py`` (architecture, aux layers, flags, tensors) and ``static_config.py``
 (vocabulary, config fields); :func:`static_checks` loads both and returns the registry.
@@ -15,13 +16,10 @@ from eagle_convert.draft.expected import Expected
 from eagle_convert.draft.mapping import map_key
 from eagle_convert.errors import InputError
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import IDS_KEY, TargetConfig
+from eagle_convert.read.config import TargetConfig
 from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.deployment import DEPLOYMENT_SUBJECTS
-
-CONFIG = "config.json"
 
 
 @dataclass
@@ -69,24 +67,6 @@ def map_names(ckpt: Checkpoint, spec: DraftSpec) -> tuple[dict[str, str], list[s
     return canonical, unplaced
 
 
-def config_pointer(key: str) -> str:
-    """The JSON pointer of a dotted config key: ``eagle_config.norm_before_fc`` -> ``/eagle_config/norm_before_fc``."""
-    return "/" + key.replace(".", "/")
-
-
-def cfg_finding(
-    rule_id: str,
-    message: str,
-    key: str | None,
-    *,
-    expected: Any = None,
-    actual: Any = None,
-    severity: str | None = None,
-) -> Finding:
-    pointer = config_pointer(key) if key else None
-    return finding(rule_id, message, severity=severity, file=CONFIG, pointer=pointer, expected=expected, actual=actual)
-
-
 def tensor_finding(
     ctx: Context,
     rule_id: str,
@@ -120,19 +100,3 @@ def static_checks() -> dict[str, Check]:
     from eagle_convert.verify import static, static_config  # noqa: F401
 
     return dict(sorted(STATIC_CHECKS.items()))
-
-
-def located(spec: DraftSpec, ckpt: Checkpoint, f: Finding) -> Finding:
-    """``f`` with the file and JSON pointer its subject lives at (a tensor: its shard and name; a config key:
-    config.json and the key's pointer, eagle_config's ids where the draft keeps them; a setting of the deployment, such
-    as TensorRT-LLM's eagle3_layers_to_capture: no file of the draft), as inspect and verify report it."""
-    subject = f.subject
-    if subject in DEPLOYMENT_SUBJECTS:
-        return f.at(None, None)
-    if subject and subject in ckpt.tensors:
-        return f.at(ckpt.tensors[subject].shard, subject)
-    if subject == IDS_KEY and spec.aux.location == "eagle_config":
-        return f.at(CONFIG, config_pointer(f"eagle_config.{IDS_KEY}"))
-    if subject and not subject.startswith(("fc", "midlayer", "self_attn")):
-        return f.at(CONFIG, config_pointer(subject))
-    return f.at(f.file, subject)

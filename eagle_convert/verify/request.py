@@ -112,7 +112,7 @@ class VerifyRequest:
     compute: ComputeRequest = ComputeRequest()
     engine_run: InProcessEngine | AttachedServer | None = None  # None: the engine level with its defaults
     # the deployment settings that decide what a release feeds, at every level (TensorRT-LLM's
-    # eagle3_layers_to_capture): given in the library, or as --engine-arg / --engine-config keys (verify/deployment.py)
+    # eagle3_layers_to_capture): given in the library, or as --engine-arg / --engine-config keys (gate/deployment.py)
     deployment: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -357,7 +357,7 @@ def _deployment(
     """(the deployment settings every view reads, checked; the engine settings left for the engine level), the
     user's --engine-config and --engine-arg read once: a deployment key of a selected release (TensorRT-LLM's
     eagle3_layers_to_capture) is taken out of the engine settings at every level."""
-    from eagle_convert.verify.deployment import check_deployment, split_settings
+    from eagle_convert.gate.deployment import check_deployment, split_settings
 
     deployment = check_deployment(given, releases)
     if engine is None or not (engine.args or engine.config_file or engine.settings):
@@ -369,7 +369,7 @@ def _deployment(
 
 
 def _below_engine_hint(settings: Mapping[str, Any]) -> str:
-    from eagle_convert.verify.deployment import DEPLOYMENT_KEYS
+    from eagle_convert.gate.deployment import DEPLOYMENT_KEYS
 
     read: dict[str, list[str]] = {}
     for engine, keys in DEPLOYMENT_KEYS.items():

@@ -18,6 +18,9 @@ from eagle_convert.draft.detect import DraftSpec, detect
 from eagle_convert.draft.expected import expected_tensors
 from eagle_convert.draft.model_check import NOT_A_DRAFT
 from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageError
+from eagle_convert.gate.deployment import reads_capture_setting
+from eagle_convert.gate.findings import gate_findings, views
+from eagle_convert.gate.located import located
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
@@ -29,9 +32,7 @@ from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.schemas import SETTINGS as SETTINGS_SCHEMA
 from eagle_convert.schemas import Violation, violation
 from eagle_convert.schemas import load as load_schema
-from eagle_convert.verify.context import Context, located, map_names, static_checks
-from eagle_convert.verify.deployment import reads_capture_setting
-from eagle_convert.verify.gate import gate_findings, views
+from eagle_convert.verify.context import Context, map_names, static_checks
 from eagle_convert.verify.report import CheckOutcome, VerifyReport
 from eagle_convert.verify.request import (
     FAIL_LEVELS,

@@ -7,12 +7,13 @@ asked of the selected releases' views (``ctx.views``); a message names those rel
 
 from __future__ import annotations
 
+from eagle_convert.gate.findings import unknown_tensor_fates
+from eagle_convert.gate.located import cfg_finding
 from eagle_convert.read.config import IDS_KEY
 from eagle_convert.read.safetensors_header import FLOAT_DTYPES, INT_DTYPES
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.context import Context, cfg_finding, check, tensor_finding
-from eagle_convert.verify.gate import unknown_tensor_fates
+from eagle_convert.verify.context import Context, check, tensor_finding
 
 # ---- architecture and engine acceptance ----------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ from typing import Any
 from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.truth import DraftTruth, draft_truth
+from eagle_convert.gate.deployment import CAPTURE_KEY, capture_from_deployment
 from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, SHIFT, id_of, state_of
 from eagle_convert.releases import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
-from eagle_convert.verify.deployment import CAPTURE_KEY, capture_from_deployment
 
 FIXES, CANNOT_FIX = "; `eagle-convert normalize` fixes it", "; normalize cannot fix this"
 NOT_EAGLE3_NOTE = "; normalize cannot fix this (not an EAGLE3 draft, EC001)"
