@@ -250,13 +250,13 @@ def test_the_estimate_packs_as_the_probe_does() -> None:
 
 def test_a_long_probe_hears_its_time_estimate_first(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The estimate comes before the run (here with the threshold lowered: the tiny pair is never long)."""
-    from eagle_convert.verify import run as verify_run
+    from eagle_convert.probe import session
 
     heard: list[str] = []
     draft, target = pair
     verify_checkpoint(draft, target=target, level="forward", compute_hashes=False, notice=heard.append)
     assert heard == []  # no target run, no estimate
-    monkeypatch.setattr(verify_run, "LONG_RUN_FLOP", 0.0)
+    monkeypatch.setattr(session, "LONG_RUN_FLOP", 0.0)
     _no_reads(monkeypatch)  # the notice is heard before anything is read
     with pytest.raises(AssertionError, match="a tensor was read"):
         verify_checkpoint(

@@ -62,8 +62,8 @@ def test_a_dead_server_is_an_error_before_the_checkpoint_is_read(
     from tests.vllm_server import free_port
 
     opened: list[str] = []
-    real_open = verify_run.Session.open
-    monkeypatch.setattr(verify_run.Session, "open", lambda *a, **k: opened.append("open") or real_open(*a, **k))
+    real_open = verify_run.Run.open
+    monkeypatch.setattr(verify_run.Run, "open", lambda *a, **k: opened.append("open") or real_open(*a, **k))
     target = fx / "targets" / "target-llama"
     server = AttachedServer(f"http://127.0.0.1:{free_port()}", timeout=5.0)
     request = VerifyRequest(target=target, engine_run=server)

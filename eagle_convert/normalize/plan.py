@@ -217,17 +217,13 @@ def _measure_convention(
     """``--aux-convention auto``: the draft already opened and detected, loaded once with the target read once, and
     the convention the probe measures on them (the spec derived with it, and the evidence)."""
     from eagle_convert.probe.run import measure_convention_on
-    from eagle_convert.verify.request import CheckedRequest, ComputeRequest, ProbeRequest, VerifyRequest
-    from eagle_convert.verify.run import Session
+    from eagle_convert.probe.session import Session
 
     token_ids = [list(s) for s in req.token_ids] if req.token_ids is not None else None
-    probe = ProbeRequest(steps=req.probe_steps, positions=req.probe_positions)
-    asked = VerifyRequest(level="target", probe=probe, compute=ComputeRequest(req.device, req.dtype))
-    prompts = list(req.prompts) if req.prompts is not None else None
-    # verify's session on the draft and target this run already read (normalize validated its own request)
-    session = Session.on(
-        ckpt, spec, CheckedRequest(asked, "target", [], (), (), target_cfg, token_ids, prompts, None, None)
-    )
+    session = Session(  # on the draft and the target this run already read
+        ckpt, spec, target_cfg, device=req.device, dtype=req.dtype, token_ids=token_ids,
+        positions=req.probe_positions, steps=req.probe_steps,
+    )  # fmt: skip
     session.plan_compute()
     draft, target = session.load_draft(), session.reference
     if isinstance(draft, EagleConvertError):

@@ -1,4 +1,4 @@
-"""``verify``: the pre-deploy check. ``request`` is the run asked and checked; ``run`` drives the levels; ``static``,
+"""``verify``: the pre-deploy gate. ``request`` is the run asked and checked; ``run`` drives the levels; ``static``,
 ``tensors`` and ``forward`` check; the gate's findings come from :mod:`eagle_convert.gate`; ``report`` is the result."""
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ import json
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +20,8 @@ from eagle_convert.errors import EagleConvertError, NothingToCheckError, UsageEr
 from eagle_convert.gate.deployment import reads_capture_setting
 from eagle_convert.gate.findings import gate_findings, views
 from eagle_convert.gate.located import located
+from eagle_convert.probe.session import Session
 from eagle_convert.read.checkpoint import Checkpoint
-from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
 from eagle_convert.read.regular import read_text
@@ -47,10 +46,7 @@ if TYPE_CHECKING:
     from eagle_convert.probe.run import LoadedDraft
     from eagle_convert.probe.target import Target
     from eagle_convert.real_engine.record import EngineRun  # the report's engine_run: one record per kind of run
-    from eagle_convert.reference.budget import ReferenceRun
-    from eagle_convert.reference.compute import Compute
     from eagle_convert.reference.draft_reader import TensorReader
-    from eagle_convert.reference.weights import SafetensorsWeights
     from eagle_convert.verify.forward import ProbeSettings
 
 
@@ -178,17 +174,17 @@ def verify_checkpoint(
         from eagle_convert.real_engine.attached import reach
 
         reach(checked.server)
-    session = Session.open(path, checked, hooks or Hooks())
-    if (recorded := checked.with_recorded(session.ckpt.config)) is not checked:  # a normalized draft: its engines
+    run = Run.open(path, checked, hooks or Hooks())
+    if (recorded := checked.with_recorded(run.ckpt.config)) is not checked:  # a normalized draft: its engines
         checked = recorded
-        session = Session.on(session.ckpt, session.spec, checked, session.hooks)
-    ckpt, spec, asked = session.ckpt, session.spec, checked.request
-    model = next((f for f in spec.findings if f.rule_id == NOT_A_DRAFT and session.enabled(f.rule_id)), None)
+        run = Run.on(run.session, checked, run.hooks)
+    ckpt, spec, asked = run.ckpt, run.spec, checked.request
+    model = next((f for f in spec.findings if f.rule_id == NOT_A_DRAFT and run.enabled(f.rule_id)), None)
     if model is not None:
-        return _model_report(str(path), session, located(spec, ckpt, model))
+        return _model_report(str(path), run, located(spec, ckpt, model))
     found: list[Finding] = []
     found += [
-        located(spec, ckpt, f) for f in [*ckpt.notes, *spec.findings, *gate_findings(spec, ckpt.tensors, session.views)]
+        located(spec, ckpt, f) for f in [*ckpt.notes, *spec.findings, *gate_findings(spec, ckpt.tensors, run.views)]
     ]
     if ckpt.weight_format == "pickle":
         found.append(
@@ -201,17 +197,17 @@ def verify_checkpoint(
         )
     headers = ckpt.weight_format == "safetensors"
     for rule_id, check in static_checks().items():
-        if session.enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
-            found += check(session.context)
+        if run.enabled(rule_id) and (headers or not RULES[rule_id].needs_headers):
+            found += check(run.context)
     probe, engine_run = None, None
     if checked.depth >= LEVELS.index("tensors") and headers:
         if checked.probe_here:
-            more, probe, engine_run = _value_levels(session)
+            more, probe, engine_run = _value_levels(run)
         else:  # --engine-url where torch is not installed: the static rules and the server's measurement
-            more, probe, engine_run = _served(session, None, REFERENCE_INSTALL_REASON)
+            more, probe, engine_run = _served(run, None, REFERENCE_INSTALL_REASON)
         found += more
 
-    found = [f for f in found if session.enabled(f.rule_id)]
+    found = [f for f in found if run.enabled(f.rule_id)]
     if asked.strict:
         found = [replace(f, severity="error") if RULES[f.rule_id].strict_error else f for f in found]
     found.sort(key=lambda f: (SEVERITIES.index(f.severity), f.rule_id, f.pointer or ""))
@@ -225,12 +221,12 @@ def verify_checkpoint(
         status,
         found,
         _outcomes(found, checked, ckpt),
-        _manifest(ckpt, asked.compute_hashes, session.hooks.progress),
+        _manifest(ckpt, asked.compute_hashes, run.hooks.progress),
         revision=ckpt.revision,
         probe=probe,
         engine_run=engine_run,
         deployment=dict(checked.deployment),
-        capture_settings={v.release: v.capture_setting for v in session.views if reads_capture_setting(v.engine)},
+        capture_settings={v.release: v.capture_setting for v in run.views if reads_capture_setting(v.engine)},
         engine_source=checked.engine_source,
     )
 
@@ -238,10 +234,10 @@ def verify_checkpoint(
 REFERENCE_INSTALL_REASON = "torch is not installed here (pip install 'eagle-convert[reference]')"
 
 
-def _model_report(path: str, session: Session, model: Finding) -> VerifyReport:
+def _model_report(path: str, run: Run, model: Finding) -> VerifyReport:
     """The report on a checkpoint that is a model, not a draft: its one finding (EC021); no other rule runs on it, and
     its files are listed unhashed (there is no draft in them to deploy)."""
-    checked, ckpt = session.checked, session.ckpt
+    checked, ckpt = run.checked, run.ckpt
     asked = checked.request
     why = f"not run: the checkpoint is a model, not an EAGLE3 draft ({NOT_A_DRAFT})"
     outcomes = [
@@ -256,43 +252,56 @@ def _model_report(path: str, session: Session, model: Finding) -> VerifyReport:
 
 
 @dataclass
-class Session:
-    """One verify run on one checkpoint: the checkpoint opened once, detected once with everything the user declared,
-    the views and the rule context built once; what the value levels share (the target's weights, the compute, the
-    loaded draft, the reference target) is built when a level first needs it and handed to every later level.
-    Nothing below re-opens a checkpoint or re-detects."""
+class Run:
+    """One verify run on one checkpoint: the request as checked, the views and the rule context built once, and the
+    session (probe/session.py) every level that reads values shares: the checkpoint opened once, detected once with
+    everything the user declared, and what the value levels build on it once. Nothing below re-opens a checkpoint or
+    re-detects."""
 
     checked: CheckedRequest
-    ckpt: Checkpoint
-    spec: DraftSpec
+    session: Session
     views: list[EngineView]
     context: Context
     hooks: Hooks
-    compute: Compute | None = None  # decided against the memory before a tensor is read (forward levels)
-    no_probe: str | None = None  # why the probe does not run against a server (the target's weights: absent, big)
-    draft: LoadedDraft | EagleConvertError | None = None  # loaded once from the tensors the reader kept
 
     @classmethod
-    def open(cls, path: str | Path, checked: CheckedRequest, hooks: Hooks) -> Session:
-        ckpt = open_source(path, checked.request.hub_token)
+    def open(cls, path: str | Path, checked: CheckedRequest, hooks: Hooks) -> Run:
+        asked = checked.request
+        ckpt = open_source(path, asked.hub_token)
         if ckpt.weight_format == "none" and checked.level != LEVELS[0]:  # a bare config is gated at static
             raise NothingToCheckError(
                 f"no weight files: --level {checked.level} has nothing to read beyond the config", path=path,
                 hint="verify a config alone at --level static (its config rules), or point at the checkpoint with "
                 "weights",
             )  # fmt: skip
-        return cls.on(ckpt, detect(ckpt, checked.target_config, checked.request.aux_convention), checked, hooks)
+        spec = detect(ckpt, checked.target_config, asked.aux_convention)
+        session = Session(
+            ckpt, spec, checked.target_config, device=asked.compute.device, dtype=asked.compute.dtype,
+            token_ids=checked.token_ids, positions=asked.probe.positions, steps=asked.probe.steps,
+            served=checked.server is not None, notice=hooks.notice,
+        )  # fmt: skip
+        return cls.on(session, checked, hooks)
 
     @classmethod
-    def on(cls, ckpt: Checkpoint, spec: DraftSpec, checked: CheckedRequest, hooks: Hooks | None = None) -> Session:
-        """The session of a checkpoint already opened and detected (normalize's ``--aux-convention auto``)."""
+    def on(cls, session: Session, checked: CheckedRequest, hooks: Hooks) -> Run:
+        """The run of ``checked`` on a checkpoint already opened and detected (``session``): its views and its rule
+        context (a normalized draft is verified for the engines it records, on the same session)."""
+        ckpt, spec = session.ckpt, session.spec
         canonical, unplaced = map_names(ckpt, spec)
         chosen_views = views(spec, checked.releases, checked.deployment)
         context = Context(
             ckpt, spec, checked.target_config, checked.engines, checked.request.strict, expected_tensors(spec),
             canonical, unplaced, chosen_views,
         )  # fmt: skip
-        return cls(checked, ckpt, spec, chosen_views, context, hooks or Hooks())
+        return cls(checked, session, chosen_views, context, hooks)
+
+    @property
+    def ckpt(self) -> Checkpoint:
+        return self.session.ckpt
+
+    @property
+    def spec(self) -> DraftSpec:
+        return self.session.spec
 
     def enabled(self, rule_id: str) -> bool:
         rule, checked = RULES[rule_id], self.checked
@@ -302,169 +311,47 @@ class Session:
             and bool(set(rule.engines) & set(checked.engines))
         )
 
-    @cached_property
-    def target_weights(self) -> SafetensorsWeights | None:
-        return target_weights_of(self.checked.target_config)
 
-    @cached_property
-    def reference(self) -> Target | EagleConvertError:
-        """The reference target (transformers' model, weights streamed), or why it cannot be built."""
-        from eagle_convert.probe.target import Target
-
-        assert self.compute is not None and self.checked.target_config is not None  # the forward levels decided it
-        try:
-            return Target.of(self.checked.target_config, self.compute, self.target_weights)
-        except EagleConvertError as exc:
-            return exc
-
-    def load_draft(self, reader: TensorReader | None = None) -> LoadedDraft | EagleConvertError:
-        """The draft for the reference forward, loaded once (its tensors from ``reader`` when the tensors level kept
-        them), or why the reference cannot run it."""
-        from eagle_convert.probe.run import load_draft
-
-        assert self.compute is not None  # plan_compute decided it
-        if self.draft is None:
-            try:
-                self.draft = load_draft(self.ckpt, self.spec, self.compute, reader)
-            except EagleConvertError as exc:
-                self.draft = exc
-        return self.draft
-
-    def plan_compute(self) -> None:
-        """Where and in what dtype the forward levels run, sized from the headers and configs already read, before
-        a tensor is read; against a server, a reference that cannot fit only costs the probe's prediction."""
-        from eagle_convert.reference import compute
-
-        checked = self.checked
-        asked, probe = checked.request.compute, checked.request.probe
-        probed = checked.target_config if checked.depth >= LEVELS.index("target") else None
-        weights = self.target_weights
-        if checked.server is not None and probed is not None and weights is None:
-            probed, self.no_probe = None, "the target's weights are not here (config only)"
-        if probed is not None and weights is not None:
-            from eagle_convert.reference.formats import declared, readable
-
-            try:  # the target is the user's input: a format or scale the reference cannot read is exit 2, up front
-                readable(weights, declared(probed.raw, weights.directory), weights.directory)
-            except EagleConvertError as exc:
-                if checked.server is None:
-                    raise
-                probed, self.no_probe = None, f"the reference cannot read the target: {exc.message}"
-        run = reference_run_of(self.spec, self.ckpt, probed, weights, checked.token_ids, probe.positions, probe.steps)
-        try:
-            self.compute = compute.resolve(asked.device, asked.dtype, run)
-        except UsageError as exc:
-            if checked.server is None or probed is None:
-                raise
-            probed, self.no_probe = None, f"the reference target does not fit here: {exc.message}"
-            run = reference_run_of(self.spec, self.ckpt, None, None, checked.token_ids, probe.positions, probe.steps)
-            self.compute = compute.resolve(asked.device, asked.dtype, run)
-        if self.hooks.notice is not None and probed is not None:
-            _time_notice(run, self.compute, self.hooks.notice)
-
-
-LONG_RUN_FLOP = 1e13  # a probe above this (about 10 s at 1 TFLOP/s) hears its time estimate first
-
-
-def _time_notice(run: ReferenceRun, chosen: Compute, notice: Callable[[str], None]) -> None:
-    """Tell ``notice`` how long the probe should take, when that is long enough to be worth a measured rate."""
-    from eagle_convert.reference.budget import available_memory, time_estimate
-    from eagle_convert.reference.compute import matmul_rate
-
-    if sum(run.flops()) >= LONG_RUN_FLOP:
-        memory = available_memory("cpu")
-        host = memory.bytes  # the page cache the streamed weights are read through
-        held = run.estimate(chosen.dtype_name, memory.plan("cpu")).total if chosen.device.type == "cpu" else 0
-        notice(time_estimate(run, matmul_rate(chosen), None if host is None else host - held)[1])
-
-
-def reference_run_of(
-    spec: DraftSpec,
-    ckpt: Checkpoint,
-    target_cfg: TargetConfig | None,
-    target_weights: SafetensorsWeights | None,
-    token_ids: list[list[int]] | None,
-    positions: int | None,
-    steps: int,
-) -> ReferenceRun:
-    """What the forward levels will hold, sized from the headers and configs already read (the target's part only
-    when the target level runs it): what ``compute.resolve`` decides ``--dtype`` against. normalize's
-    ``--aux-convention auto`` probes the same pair and can size its run with it too."""
-    from eagle_convert.reference.budget import reference_run
-
-    target_tensors = None
-    if target_cfg is not None and target_weights is not None:
-        target_tensors = {n: target_weights.shape(n) or () for n in target_weights.names()}
-    return reference_run(
-        {name: info.shape for name, info in ckpt.tensors.items()},
-        spec.vocab.draft_vocab_size or spec.vocab.vocab_size or 0,
-        spec.num_aux_hidden_states,
-        target_cfg.raw if target_cfg is not None else None,
-        target_tensors,
-        token_ids,
-        **({"min_positions": positions} if positions is not None else {}),
-        steps=steps,
-    )
-
-
-def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | None:
-    """The target's weights (its shards' names, nothing read), when --target is a directory that has them."""
-    if target_cfg is None:
-        return None
-    directory = Path(target_cfg.source).parent
-    if not any(directory.glob("*.safetensors")):
-        return None
-    from eagle_convert.reference import fp8
-    from eagle_convert.reference.weights import SafetensorsWeights
-
-    # The target is the user's input: a broken weight file or quantization block is an input error (exit 2) here,
-    # before any tensor is read, never a finding against the draft.
-    quant = target_cfg.quantization_config
-    block = fp8.block_size(quant) if quant and quant.get("quant_method") == "fp8" else None
-    return SafetensorsWeights(directory, block)
-
-
-def _value_levels(session: Session) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
-    """The levels that read tensor values, in order, on the session: tensors (streamed, kept for the forward levels),
-    forward (the draft loaded once), target (the probe on one reference target), engine (in-process or a server)."""
+def _value_levels(run: Run) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
+    """The levels that read tensor values, in order, on the run's session: tensors (streamed, kept for the forward
+    levels), forward (the draft loaded once), target (the probe on one reference target), engine (in-process or a
+    server)."""
     from eagle_convert.reference.draft_reader import TensorReader
     from eagle_convert.verify.tensors import content_findings
 
-    checked = session.checked
+    checked = run.checked
     forward = checked.depth >= LEVELS.index("forward")
     if forward:  # sized and decided before a tensor is read
-        session.plan_compute()
+        run.session.plan_compute(with_target=checked.depth >= LEVELS.index("target"))
     found: list[Finding] = []
     probe: ProbeReport | None = None
     engine_run: EngineRun | None = None
-    with TensorReader(session.ckpt, keep=forward) as reader:
+    with TensorReader(run.ckpt, keep=forward) as reader:
         found += content_findings(
-            session.context, session.enabled, session.hooks.probe_progress, reader, session.target_weights
+            run.context, run.enabled, run.hooks.probe_progress, reader, run.session.target_weights
         )
         if forward:
-            more, probe, engine_run = _forward_levels(session, reader)
+            more, probe, engine_run = _forward_levels(run, reader)
             found += more
     return found, probe, engine_run
 
 
-def _forward_levels(
-    session: Session, reader: TensorReader
-) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
+def _forward_levels(run: Run, reader: TensorReader) -> tuple[list[Finding], ProbeReport | None, EngineRun | None]:
     """The forward, target and engine levels on the draft loaded once (from the tensors ``reader`` kept) and one
     reference target: (findings, the probe report, the engine run)."""
     from eagle_convert.verify.forward import forward_findings, probe_findings
 
-    checked = session.checked
+    checked, session = run.checked, run.session
     assert session.compute is not None
     draft = session.load_draft(reader)
     reader.close()  # the loaded weights hold what they need
-    found = forward_findings(draft, session.enabled, session.compute)
+    found = forward_findings(draft, run.enabled, session.compute)
     if checked.server is not None and checked.target_config is not None:
-        more, probe, run = _served(session, draft, session.no_probe)
-        return found + more, probe, run
+        more, probe, engine_run = _served(run, draft, session.no_probe)
+        return found + more, probe, engine_run
     if checked.depth < LEVELS.index("target") or checked.target_config is None:
         return found, None, None
-    more, probe = probe_findings(draft, session.reference, session.enabled, _probe_settings(session))
+    more, probe = probe_findings(draft, session.reference, run.enabled, _probe_settings(run))
     found += more
     if checked.depth < LEVELS.index("engine"):
         return found, probe, None
@@ -485,21 +372,21 @@ def _forward_levels(
     )
     target_dir = Path(checked.target_config.source).parent
     more, engine_run = engine_findings(
-        session.ckpt.root, session.spec, target_dir, session.enabled, chosen_engine, probe, session.compute,
+        session.ckpt.root, session.spec, target_dir, run.enabled, chosen_engine, probe, session.compute,
         loaded=draft, reference=session.reference,
     )  # fmt: skip
     return found + more, probe, engine_run
 
 
 def _served(
-    session: Session, draft: LoadedDraft | EagleConvertError | None, no_probe: str | None
+    run: Run, draft: LoadedDraft | EagleConvertError | None, no_probe: str | None
 ) -> tuple[list[Finding], ProbeReport | None, EngineRun]:
     """The target level where the reference can run here (``no_probe`` None), then the engine level on the running
     server: (findings, the probe report, the engine run). ``draft`` None: nothing runs here (no torch)."""
     from eagle_convert.real_engine import EngineSettings
     from eagle_convert.real_engine.served import served_findings
 
-    checked = session.checked
+    checked = run.checked
     assert checked.server is not None and checked.target_config is not None
     found: list[Finding] = []
     probe: ProbeReport | None = None
@@ -507,36 +394,36 @@ def _served(
     if no_probe is None and draft is not None:
         from eagle_convert.verify.forward import probe_findings
 
-        reference = session.reference
-        found, probe = probe_findings(draft, reference, session.enabled, _probe_settings(session))
+        reference = run.session.reference
+        found, probe = probe_findings(draft, reference, run.enabled, _probe_settings(run))
     settings = replace(
         checked.engine_settings or EngineSettings(),
         token_ids=checked.token_ids,
         prompts=checked.prompts,
         steps=checked.request.probe.steps,
     )
-    more, run = served_findings(
-        session.ckpt.root, session.spec, checked.target_config, session.enabled, settings, checked.server, probe,
+    more, engine_run = served_findings(
+        run.ckpt.root, run.spec, checked.target_config, run.enabled, settings, checked.server, probe,
         loaded=draft if reference is not None else None, reference=reference, probe_not_run=no_probe,
     )  # fmt: skip
-    return found + more, probe, run
+    return found + more, probe, engine_run
 
 
-def _probe_settings(session: Session) -> ProbeSettings:
+def _probe_settings(run: Run) -> ProbeSettings:
     from eagle_convert.verify.forward import ProbeSettings
 
-    checked = session.checked
+    checked, compute = run.checked, run.session.compute
     probe = checked.request.probe
-    assert session.compute is not None
+    assert compute is not None
     return ProbeSettings(
         checked.token_ids,
         checked.prompts,
         probe.text,
         probe.steps,
-        session.compute,
+        compute,
         probe.reference_hidden_states,
         probe.oracle,
-        session.hooks.probe_progress,
+        run.hooks.probe_progress,
         min_positions=probe.positions,
     )
 
