@@ -1,1 +1,2 @@
-"""The Hugging Face Hub helpers: pull, the verify-gated push, and the model card it publishes."""
+"""The verify-gated push to the Hugging Face Hub and the model card it publishes (reading the Hub, ``pull``
+included, is ``read/``'s: ``hub_store``, ``hub_pull``)."""

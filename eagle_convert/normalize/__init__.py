@@ -1,4 +1,6 @@
-"""``normalize``: the plan (config and tensor actions), the per-engine profiles, and the atomic streaming writer."""
+"""``normalize``: its checked request, the plan (config and tensor actions) from what the draft means (``semantics``),
+the per-engine profiles, the atomic
+streaming writer, and verify's verdict per release on what it wrote (``verdicts``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""verify's ``engine`` level: the draft run with its target in a real engine, measured by the engine itself.
+"""verify's ``engine`` level: the draft run with its target in a real engine, measured by the engine itself, or
+measured on the user's own running server (``--engine-url``: ``attached/``, ``served``).
 
-One interface (:class:`~eagle_convert.real_engine.base.EngineRunner`), one implementation per engine: vLLM
-(``vllm_runner``, tested on the CPU build) and SGLang (``sglang_runner``, GPU only). The engine runs greedy
-speculative decoding on the probe's prompts in a child process of its own environment; this module then matches the
-hidden states the engine fed the draft against the reference target's boundaries, compares what it measured with the
-probe's prediction, and turns the differences into findings.
+One interface (:class:`~eagle_convert.real_engine.base.EngineRunner`), one implementation per engine the level runs:
+vLLM (``vllm_runner``, tested on the CPU build) and SGLang (``sglang_runner``, GPU only). The engine runs greedy
+speculative decoding on the probe's prompts in a child process of its own environment (``env``, the pinned
+``envs/``); this module then matches the hidden states the engine fed the draft against the reference target's
+boundaries, compares what it measured with the probe's prediction, and turns the differences into findings; each
+kind of run is one record in the report (``record``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The engine model: what each SGLang and vLLM release (and runner) does with an EAGLE3 draft config.
+"""The engine model: what each release (and runner) of every serving engine the tool models (``engines.py``: vLLM,
+SGLang, TensorRT-LLM, TokenSpeed) does with an EAGLE3 draft config.
 
 Nothing outside this package knows an engine rule. ``RELEASES`` is the registry; :func:`engine_view` is one
 release's reading of a config (never of the weights); :mod:`eagle_convert.gate` compares that view with the
