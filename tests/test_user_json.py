@@ -12,11 +12,12 @@ import torch
 from jsonschema import Draft4Validator, Draft202012Validator
 from safetensors.torch import save_file
 
+from eagle_convert.cli.settings import load_settings
 from eagle_convert.errors import InputError, UsageError
 from eagle_convert.probe.text import read_token_ids
 from eagle_convert.schemas import SETTINGS, load, violation
 from eagle_convert.verify.forward import saved_states
-from eagle_convert.verify.run import FAIL_LEVELS, load_settings
+from eagle_convert.verify.request import FAIL_LEVELS
 from tests.conftest import SCHEMAS
 
 

@@ -88,10 +88,10 @@ def push(
     as_json: bool = typer.Option(False, "--json", help="Write the push report as JSON."),
 ) -> None:
     """Publish a draft only if it passes verify: weights, config, card and report in one commit."""
+    from eagle_convert.cli.settings import load_settings
     from eagle_convert.hub.publish import push_checkpoint
     from eagle_convert.real_engine.engine_args import parse_engine_args
     from eagle_convert.render.json_output import write_json
-    from eagle_convert.verify.run import load_settings
 
     report = push_checkpoint(
         directory,

@@ -67,10 +67,10 @@ def inspect(
     _color: str = color_option(),
 ) -> None:
     """Tell what a draft checkpoint is: producer layout, attention, EAGLE version, flags, aux-layer ids."""
+    from eagle_convert.cli.settings import load_settings
     from eagle_convert.inspect_api import inspect_checkpoint
     from eagle_convert.releases import DEFAULT_ENGINES
     from eagle_convert.render.json_output import json_errors, write_json
-    from eagle_convert.verify.run import load_settings
 
     with json_errors(as_json, "inspect", path):
         engines = chosen_engines(engine, load_settings(Path.cwd())) or DEFAULT_ENGINES

@@ -300,6 +300,7 @@ def verify(
     each checkpoint under its own uri base id (CHECKPOINT1, CHECKPOINT2, ...), junit one testsuite per checkpoint,
     github and concise the lines of each in turn.
     """
+    from eagle_convert.cli.settings import load_settings
     from eagle_convert.render.console import render_error, stdout_console
     from eagle_convert.render.escape import one_line
     from eagle_convert.render.progress import progress_bar, steps_bar
@@ -311,7 +312,7 @@ def verify(
         VerifyRequest,
         rule_items,
     )
-    from eagle_convert.verify.run import Hooks, load_settings, verify_checkpoint
+    from eagle_convert.verify.run import Hooks, verify_checkpoint
 
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
