@@ -1,6 +1,6 @@
 """``normalize``: its checked request, the plan (config and tensor actions) from what the draft means (``semantics``),
-the per-engine profiles, the atomic
-streaming writer, and verify's verdict per release on what it wrote (``verdicts``)."""
+the per-engine profiles, the atomic streaming writer, and verify's verdict per release on what it wrote
+(``verdicts``)."""
 
 from __future__ import annotations
 
