@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -195,9 +196,12 @@ def test_shell_completion_is_installed_and_completes_choices() -> None:
     assert complete("verify", "--level", "t") == ["tensors", "target"]
     assert complete("verify", "--engine", "vllm@0.33,sglang@0.5.1") == ["vllm@0.33,sglang@0.5.16"]
     assert complete("--color", "n") == ["never"]
+    # typed in bash, as a user does: typer finds the shell among the command's parents (a test run's own parents
+    # need not hold one: it failed when pytest was started under `timeout`)
     shown = subprocess.run(
-        [sys.executable, "-m", "eagle_convert", "--show-completion", "bash"], capture_output=True, text=True, cwd=ROOT
-    )
+        ["bash", "-c", f"{shlex.quote(sys.executable)} -m eagle_convert --show-completion"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
     assert shown.returncode == 0 and "_EAGLE_CONVERT_COMPLETE=complete_bash" in shown.stdout
 
 
