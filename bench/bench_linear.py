@@ -12,7 +12,7 @@ time at 10 n over the time at n; ``net`` is the same once the start-up of the pr
 before) is taken from both, which is what grows with the input: shown where the run at n takes over twice the
 start-up (where it takes less, the start-up is most of both and ``x10`` is the bound).
 
-The tests count the same work in Python lines (tests/test_bounded_inputs.py); this shows what it costs in seconds.
+The tests count the same work in Python lines (tests/read/test_bounded_inputs.py); this shows what it costs in seconds.
 """
 
 from __future__ import annotations

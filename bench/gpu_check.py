@@ -2,7 +2,7 @@
 
     # on the device (the run tool; what it lacks comes from the wheelhouse bench/gpu_check.sh builds here):
     bash bench/gpu_check.sh                        # --device cuda; writes $OUT/gpu_check.json
-    # here, on this CPU, at toy sizes (tests/test_gpu_check.py runs this):
+    # here, on this CPU, at toy sizes (tests/reference/test_gpu_check.py runs this):
     .venv/bin/python bench/gpu_check.py --device cpu --small --out /tmp/gpu_check.json
 
 Three runs, each the command a user types (`eagle-convert verify DRAFT --target T --level target ...`), each in a

@@ -3,7 +3,7 @@
 Every list of engines the tool spells is derived from :data:`ENGINES`: the ``--engine`` keywords and their help, the
 default selection (``deployed``, ``both``), the engines a rule concerns, the runners of the engine level, the servers
 ``--engine-url`` measures, the names prose and messages use, and the JSON schemas' enums (checked against this by
-``tests/test_engine_vocabulary.py``). A new engine is one entry here plus its release records
+``tests/releases/test_engine_vocabulary.py``). A new engine is one entry here plus its release records
 (``releases/<name>.py``, registered in ``releases/__init__.py``); the tests then say what else it needs.
 """
 

@@ -2,7 +2,7 @@
 # The steps of the GitHub Action (action.yml): install eagle-convert, run `verify` once on the given paths, writing
 # SARIF for code scanning, the GitHub annotations and the step summary; exit with the gate's exit code.
 #
-# Inputs come as INPUT_* variables (action.yml maps them); tests/test_ci_integrations.py runs this script with a
+# Inputs come as INPUT_* variables (action.yml maps them); tests/cli/test_ci_integrations.py runs this script with a
 # fake GITHUB_STEP_SUMMARY and GITHUB_OUTPUT. Outputs (to $GITHUB_OUTPUT): exit-code, sarif-file.
 set -euo pipefail
 

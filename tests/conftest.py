@@ -13,7 +13,7 @@ import pytest
 from fixtures.generate import generate_all
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMAS = ROOT / "eagle_convert" / "schemas"  # package data: the wheel ships them (tests/test_install.py)
+SCHEMAS = ROOT / "eagle_convert" / "schemas"  # package data: the wheel ships them (tests/cli/test_install.py)
 
 
 # ---- progress of long tests: a line when a slow test starts, and one a minute while any test runs long ------------

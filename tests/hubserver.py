@@ -96,7 +96,7 @@ class Fault:
         than the one asked for (shifted by one byte, or a wrong total when the whole file was asked for); the body
         holds the bytes that header names. Only triggers on requests carrying a ``Range`` header to a resolve URL.
 
-    Hostile servers (tests/test_hostile_hub.py):
+    Hostile servers (tests/hub/test_hostile_hub.py):
 
       * ``"drop"``: close the connection without answering (any method).
       * ``"echo-auth"``: answer 500 whose error message, ``X-Error-Message`` and ``X-HF-Warning`` headers repeat the
@@ -288,7 +288,7 @@ class FakeHub:
         self.lfs_patterns = tuple(lfs_patterns)
         self.requests: list[RequestLog] = []
         self.faults: list[Fault] = []
-        # a repo that lies (tests/test_hostile_hub.py): repo id -> raw entries added to its listing's `siblings`
+        # a repo that lies (tests/hub/test_hostile_hub.py): repo id -> raw entries added to its listing's `siblings`
         # (names no commit can hold: `../x`, `/x`), and repo id -> keys replacing those of its listing (`sha`)
         self.extra_siblings: dict[str, list[dict[str, Any]]] = {}
         self.info_overrides: dict[str, dict[str, Any]] = {}

@@ -4,7 +4,7 @@ Each table maps a source prefix to the canonical prefix (the longest matching pr
 prefix, the local name, must be a name the canonical layout knows; legacy local names are renamed by one shared
 table. A name no table can place is an error that names the key and the layout: a converter that drops what it does
 not understand is how random weights reach production. Output layouts other than canonical are the inverse of a
-source table, derived here; the tables are injective (tests/test_mapping.py), and the many-to-one part of reading
+source table, derived here; the tables are injective (tests/draft/test_mapping.py), and the many-to-one part of reading
 (wrapped exports' other prefixes) is an explicit alias list that no inverse uses.
 """
 

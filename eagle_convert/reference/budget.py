@@ -37,8 +37,8 @@ PLAN_BYTES = 8 * 10**9  # on the CPU the experts' groups are sized to keep a run
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 RUNTIME_BYTES = 400 * 2**20  # the Python process with torch and the package imported (about 230 MB measured) + slack
 PROMPT_TOKENS = 96  # a chat-templated default prompt, at most (the prompts are short questions)
-# The probe's sizes, repeated here because reference/ sits below probe/ (tests/test_dtype_budget.py keeps them in
-# step): tokens per packed target pass and the capture limit (probe/target.py), the default positions
+# The probe's sizes, repeated here because reference/ sits below probe/ (tests/reference/test_dtype_budget.py keeps
+# them in step): tokens per packed target pass and the capture limit (probe/target.py), the default positions
 # (probe/result.py), prompts per generation round and new tokens per prompt (probe/text.py).
 LOGITS_BUDGET, MIN_PACK, MAX_PACK = 2**27, 256, 8192
 CACHE_BYTES = 2**30  # every boundary of a generated text is captured when it takes at most this

@@ -56,8 +56,8 @@ __all__ = [
     "resolve_engines",
 ]
 
-# each engine's record modules (eagle_convert/engines.py names the engines; tests/test_engine_vocabulary.py checks
-# that every engine has records here and no records belong to an engine it does not name)
+# each engine's record modules (eagle_convert/engines.py names the engines; tests/releases/test_engine_vocabulary.py
+# checks that every engine has records here and no records belong to an engine it does not name)
 RECORDS: Mapping[str, tuple[Any, ...]] = {
     "sglang": (sglang,),
     "vllm": (vllm,),

@@ -19,7 +19,8 @@ from eagle_convert.real_engine.attached.client import Endpoint, connect
 from eagle_convert.real_engine.attached.protocol import ServerInfo
 
 ENGINES = engines.ATTACHABLE  # the engines whose servers are detected and measured (one protocol module each)
-# how each engine's server is described and measured: one entry per engine of ENGINES (tests/test_engine_vocabulary.py)
+# how each engine's server is described and measured: one entry per engine of ENGINES
+# (tests/releases/test_engine_vocabulary.py)
 PROTOCOLS = {p.engine: p for p in (vllm.PROTOCOL, sglang.PROTOCOL, trtllm.PROTOCOL)}
 
 
