@@ -60,11 +60,30 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 # ---- every JSON document the tool writes during a test validates against its published schema ---------------------
 
 
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+SIZE_ENV = "EAGLE_CONVERT_TEST_TERMINAL_SIZE"
+
+
+def _worker_sees_the_runs_terminal() -> None:
+    """pytest-xdist's workers start with COLUMNS=80 and LINES=24 of their own, which rich reads as the width of every
+    console the tests render (tables wrapped at 80 columns): a worker takes the sizes its run started with."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ[SIZE_ENV] = json.dumps({k: os.environ.get(k) for k in TERMINAL_SIZE})
+        return
+    for key, value in json.loads(os.environ.get(SIZE_ENV, "{}")).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Record every JSON document eagle-convert writes, in this process and in every Python the tests start
     (tests/json_documents.py, as ``sitecustomize`` on their PYTHONPATH)."""
     import shutil
     import tempfile
+
+    _worker_sees_the_runs_terminal()
 
     from tests import json_documents
 
