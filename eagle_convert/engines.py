@@ -5,12 +5,18 @@ default selection (``deployed``, ``both``), the engines a rule concerns, the run
 ``--engine-url`` measures, the names prose and messages use, and the JSON schemas' enums (checked against this by
 ``tests/releases/test_engine_vocabulary.py``). A new engine is one entry here plus its release records
 (``releases/<name>.py``, registered in ``releases/__init__.py``); the tests then say what else it needs.
+
+Here too, light to import for the command line: :class:`AttachedServer`, the user's running server that
+``verify --engine-url`` measures, with its options declared on its fields (eagle_convert/options.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from eagle_convert.options import option
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,62 @@ ATTACHABLE = names(lambda e: e.attach)  # the engines whose running server `veri
 MEASURED = names(lambda e: e.environment is not None or e.attach)  # the engines a verify report's engine run names
 DTYPE_AUTO = "auto"  # --dtype auto at --level engine: the engine's own auto (real_engine/base.py engine_dtype)
 NEW_TOKENS = 64  # --engine-tokens: new tokens per prompt of an engine run, in-process or on an attached server
+MAX_NEW_TOKENS = 4096  # --engine-tokens at most
+
+# verify -h: the panels of the engine level's options
+ENGINE_PANEL = "Engine (--level engine)"
+SERVER_PANEL = "Server (--engine-url: the engine level on a running server)"
+
+
+def new_tokens_option() -> Any:
+    """``--engine-tokens``: one option of both engine runs, the engine started here and the attached server."""
+    return option(
+        NEW_TOKENS,
+        name="engine_tokens",
+        min=1,
+        max=MAX_NEW_TOKENS,
+        panel=ENGINE_PANEL,
+        help="--level engine and --engine-url: new tokens the engine generates per prompt (EOS ignored).",
+    )
+
+
+@dataclass(frozen=True)
+class AttachedServer:
+    """Where and how to reach the running server (``--engine-url`` and its options)."""
+
+    url: str = option(
+        name="engine_url",
+        metavar="URL",
+        panel=SERVER_PANEL,
+        help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server, "
+        f"SGLang's or trtllm-serve, detected; --engine {'|'.join(ATTACHABLE)} forces one): the engine level "
+        "without starting an engine, so --target needs only its config. Implies --level engine.",
+    )
+    token: str | None = option(  # else $EAGLE_CONVERT_ENGINE_URL_TOKEN (the command line reads it); never printed
+        None,
+        name="engine_url_token",
+        metavar="KEY",
+        panel=SERVER_PANEL,
+        help="--engine-url: the server's API key (default: $EAGLE_CONVERT_ENGINE_URL_TOKEN); never printed.",
+    )
+    concurrency: int = option(
+        8,
+        name="engine_concurrency",
+        min=1,
+        max=1024,
+        panel=SERVER_PANEL,
+        help="--engine-url: requests in flight at most.",
+    )
+    timeout: float = option(
+        300.0,
+        name="engine_timeout",
+        min=1.0,
+        metavar="SECONDS",
+        panel=SERVER_PANEL,
+        help="--engine-url: seconds one request may take.",
+    )
+    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
+    new_tokens: int = new_tokens_option()  # --engine-tokens: new tokens asked for per prompt
 
 
 def label(name: str) -> str:

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import typer
 
-from eagle_convert.cli.options import (
-    ENGINES_HELP,
-    RECORDED_HELP,
-    chosen_engines,
-    engine_option,
-    fail_level_option,
-    level_option,
-)
+from eagle_convert.cli.options import chosen_engines, engine_option, fail_level_option, level_option
+from eagle_convert.releases import ENGINES_HELP, RECORDED_HELP
 
 TOKEN_HELP = "Hub token (default: HF_TOKEN or the huggingface_hub login); never printed."
 

@@ -9,7 +9,6 @@ import typer
 
 from eagle_convert.cli.formatting import url_paragraph
 from eagle_convert.cli.options import (
-    ENGINES_HELP,
     OUTPUT,
     aux_convention_option,
     chosen_engines,
@@ -18,6 +17,7 @@ from eagle_convert.cli.options import (
     quiet_option,
     verbose_option,
 )
+from eagle_convert.releases import ENGINES_HELP
 from eagle_convert.version import SCHEMAS_URL
 
 

@@ -1,5 +1,6 @@
-"""Every choice the command line offers, generated from the library's tuples (an option takes exactly what the code
-behind it takes, so the two cannot drift), and the options several commands share, defined once.
+"""The command line's options: derived from the requests' declarations (eagle_convert/options.py: each option
+declared once, on its request's field), every choice generated from the library's values (an option takes exactly
+what the code behind it takes, so the two cannot drift), and the options several commands share, defined once.
 
 A choice is a plain ``str`` option checked by a callback; its metavar lists the values (the ``--help`` text and
 docs/cli.md read it). Nothing here imports torch: ``--device`` and ``--dtype`` are checked by torch-free functions
@@ -8,31 +9,23 @@ of the library's ``reference/compute.py``.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
-from eagle_convert import engines
 from eagle_convert.draft.aux_layers import CONVENTIONS
-from eagle_convert.engines import DTYPE_AUTO as ENGINE_DTYPE_AUTO
 from eagle_convert.errors import UsageError
-from eagle_convert.normalize.profiles import PROFILES
-from eagle_convert.normalize.request import AUX_AUTO, DEFAULT_PROFILE
-from eagle_convert.read.config import FAMILIES
-from eagle_convert.reference.compute import (
-    DEFAULT_DEVICE,
-    DEFAULT_DTYPE,
-    DEVICES,
-    DTYPE_CHOICES,
-    REFERENCE_DTYPE_AUTO,
-    check_device,
-    check_dtype_choice,
-)
+from eagle_convert.options import Declared, build, declared
+from eagle_convert.releases import ENGINES_HELP, ENGINES_METAVAR, complete_engines
 from eagle_convert.rules.registry import LEVELS
 from eagle_convert.verify.request import FAIL_LEVELS
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class OneOf:
@@ -85,87 +78,103 @@ def choices_of(param: Any) -> tuple[str, ...] | None:
     return one_of.choices if isinstance(one_of, OneOf) else None
 
 
+def takes(request: type, *, panels: Sequence[str] = (), habits_panel: str | None = None) -> Callable[[F], F]:
+    """The command takes ``request``'s options as keywords (its ``**options``): the signature typer reads gains one
+    parameter per option the request declares, after the command's own, then -q/-v/--color; with ``panels``, listed
+    by panel in that order (verify -h)."""
+
+    def wrap(command: F) -> F:
+        own = [p for p in inspect.signature(command).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        params = [*own, *(_parameter(d) for d in declared(request) if d.option.cli), *_habits(habits_panel)]
+        if panels:
+            params.sort(key=lambda p: panels.index(p.default.rich_help_panel) if p.default.rich_help_panel else -1)
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return command
+
+    return wrap
+
+
+def request_of(cls: type[T], values: dict[str, Any], settings: Mapping[str, Any], what: str, **given: Any) -> T:
+    """The request of a command's option values (each taken out of ``values``): an option left out on the command
+    line takes its [tool.eagle-convert] setting where it has one, then its default; ``given``: fields made by the
+    command (a union of groups: which one, the command decides)."""
+    flat = dict(given)
+    for d in declared(cls, unions=False):
+        if not d.option.cli:
+            continue
+        value = values.pop(d.name)
+        if value is None and d.option.setting is not None:
+            value = settings.get(d.option.setting)
+        if d.option.negate:
+            value = not value
+        elif value is not None and d.option.from_cli is not None:
+            value = d.option.from_cli(value)
+        flat[d.name] = value
+    return build(cls, flat, what)
+
+
+def _parameter(d: Declared) -> inspect.Parameter:
+    """One declared option as typer reads it: a ``typer.Option`` for a default, and the type it parses to."""
+    o = d.option
+    default: Any = None if o.setting is not None or o.repeat else (False if o.negate else d.default)
+    panel = d.panel
+    if d.choices is not None:
+        info = choice(d.choices, default, d.flag, help=d.help, one_of=OneOf(d.choices, o.check), rich_help_panel=panel)
+        return _param(d.name, info, str if default is not None else str | None)
+    if o.negate or d.kind is bool:
+        return _param(d.name, typer.Option(default, d.flag, help=d.help, rich_help_panel=panel), bool)
+    base = o.cli_type or next(a for a in (*getattr(d.kind, "__args__", ()), d.kind) if a is not type(None))
+    if o.repeat:
+        kind: Any = list[str] | None
+    elif getattr(base, "__origin__", None) is tuple:
+        kind = str | None  # one comma-separated value (--select EC1,EC2)
+    else:
+        kind = base if default is not None else base | None
+    info = typer.Option(
+        default,
+        d.flag,
+        metavar=o.metavar,
+        min=o.min,
+        max=o.max,
+        autocompletion=o.complete,
+        show_default=o.show_default,
+        help=d.help,
+        rich_help_panel=panel,
+    )
+    return _param(d.name, info, kind)
+
+
+def _param(name: str, info: Any, kind: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=kind)
+
+
+def _habits(panel: str | None) -> list[inspect.Parameter]:
+    """-q, -v and --color, as every command that renders a report takes them."""
+    return [
+        _param("_quiet", quiet_option(rich_help_panel=panel), bool),
+        _param("_verbose", verbose_option(rich_help_panel=panel), bool),
+        _param("_color", color_option(rich_help_panel=panel), str),
+    ]
+
+
 def level_option(help: str, **kwargs: Any) -> Any:
+    """``--level`` of a command without a request of its own (push)."""
     return choice(LEVELS, LEVELS[0], "--level", help=help, **kwargs)
 
 
-def fail_level_option(help: str, *, default: bool = True, **kwargs: Any) -> Any:
-    """``--fail-level``; without a default (``None``), the caller falls back to pyproject.toml, then to the first."""
-    return choice(FAIL_LEVELS, FAIL_LEVELS[0] if default else None, "--fail-level", help=help, **kwargs)
+def fail_level_option(help: str, **kwargs: Any) -> Any:
+    """``--fail-level`` of a command without a request of its own (push)."""
+    return choice(FAIL_LEVELS, FAIL_LEVELS[0], "--fail-level", help=help, **kwargs)
 
 
-def aux_convention_option(help: str, *, auto: bool = False, **kwargs: Any) -> Any:
-    return choice((*CONVENTIONS, AUX_AUTO) if auto else CONVENTIONS, None, "--aux-convention", help=help, **kwargs)
-
-
-def device_option(help: str, **kwargs: Any) -> Any:
-    """``--device auto|cpu|cuda|cuda:N``: what ``compute.resolve`` takes, checked by the library while parsing."""
-    return choice(DEVICES, DEFAULT_DEVICE, "--device", help=help, one_of=OneOf(DEVICES, check_device), **kwargs)
-
-
-def dtype_option(help: str, *, engine_level: bool = True, **kwargs: Any) -> Any:
-    """``--dtype auto|float32|bfloat16|float16``, default ``compute.DEFAULT_DTYPE`` (the reference's auto: decided
-    against the memory at hand before anything is loaded, reference/budget.py), checked by the library while
-    parsing. ``engine_level``: the command also hands it to ``--level engine``, where auto is the engine's own
-    (real_engine/base.py ENGINE_DTYPE_AUTO), and the help says so."""
-    return choice(
-        DTYPE_CHOICES,
-        DEFAULT_DTYPE,
-        "--dtype",
-        help=" ".join((help, REFERENCE_DTYPE_AUTO_HELP, *((ENGINE_DTYPE_AUTO_HELP,) if engine_level else ()))),
-        one_of=OneOf(DTYPE_CHOICES, check_dtype_choice),
-        **kwargs,
-    )
-
-
-REFERENCE_DTYPE_AUTO_HELP = (
-    f"{REFERENCE_DTYPE_AUTO} (the reference's auto): float32 where it fits the memory at hand and costs little, else "
-    "the model's own dtype; a run that cannot fit stops before loading, saying what would "
-    "($EAGLE_CONVERT_MEMORY_LIMIT overrides the memory measured)."
-)
-ENGINE_DTYPE_AUTO_HELP = (
-    f"At --level engine, {ENGINE_DTYPE_AUTO} is the engine's auto: float32 on a CPU (exact against the float32 "
-    "reference), the model's own dtype on a GPU."
-)
-
-
-def profile_option(help: str) -> Any:
-    return choice(tuple(PROFILES), DEFAULT_PROFILE, "--profile", help=help)
-
-
-def family_option(help: str) -> Any:
-    return choice(FAMILIES, None, "--target-family", help=help)
-
-
-# --engine: which modelled releases a command checks (verify, inspect, push)
-ENGINES_METAVAR = "ENGINE[,ENGINE...]"
-ENGINES_HELP = (
-    "Engine releases the draft must load right in ([tool.eagle-convert] engine in pyproject.toml sets the default): "
-    f"deployed (every release users still deploy, the default), an engine ({', '.join(engines.NAMES)}: its newest "
-    f"modelled release), name@release (e.g. vllm@0.33-v1), comma lists, both (newest of "
-    f"{' and '.join(engines.DEFAULT_NAMES)}) or all. `eagle-convert engines` lists them."
-)
-
-
-# verify's and push's --engine: a normalized draft's own record stands in for the default
-RECORDED_HELP = (
-    "Without --engine and its setting, a draft written by `normalize --profile` is checked against the engines its "
-    "config.json records (eagle_convert.engines), and the report says so."
-)
+def aux_convention_option(help: str, **kwargs: Any) -> Any:
+    """``--aux-convention`` of a command without a request of its own (inspect)."""
+    return choice(CONVENTIONS, None, "--aux-convention", help=help, **kwargs)
 
 
 def engine_option(help: str = ENGINES_HELP, **kwargs: Any) -> Any:
     """``--engine``; without it the command takes [tool.eagle-convert] engine, then every deployed release."""
     return typer.Option(None, "--engine", metavar=ENGINES_METAVAR, autocompletion=complete_engines, help=help, **kwargs)
-
-
-def complete_engines(incomplete: str) -> list[str]:
-    """Shell completion of --engine: the keywords and release names, after any comma already typed."""
-    from eagle_convert.releases import RELEASES, SELECTIONS
-
-    head, comma, last = incomplete.rpartition(",")
-    words = (*SELECTIONS, *engines.NAMES, *RELEASES)
-    return [head + comma + w for w in words if w.startswith(last)]
 
 
 def chosen_engines(cli: str | None, settings: dict[str, Any]) -> str | None:

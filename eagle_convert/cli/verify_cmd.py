@@ -5,29 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from eagle_convert import engines
-from eagle_convert.cli.options import (
-    ENGINES_HELP,
-    OUTPUT,
-    RECORDED_HELP,
-    aux_convention_option,
-    choice,
-    chosen_engines,
-    color_option,
-    device_option,
-    dtype_option,
-    engine_option,
-    fail_level_option,
-    level_option,
-    quiet_option,
-    verbose_option,
-)
-from eagle_convert.engines import NEW_TOKENS as ENGINE_NEW_TOKENS
+from eagle_convert.cli.options import OUTPUT, choice, request_of, takes
 from eagle_convert.errors import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -36,22 +21,13 @@ from eagle_convert.errors import (
     EagleConvertError,
     UsageError,
 )
-from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
-from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
-from eagle_convert.reference.budget import PROBE_STEPS
 from eagle_convert.rules.registry import LEVELS
-from eagle_convert.verify.request import (
-    DEFAULT_FAIL_LEVEL,
-    MAX_ENGINE_TOKENS,
-    ORACLES,
-    SERVER_CONCURRENCY,
-    SERVER_TIMEOUT,
-)
+from eagle_convert.verify.request import CHECKS, HUB, OUTPUT_PANEL, PROBE, VerifyRequest
 
 if TYPE_CHECKING:
-    from eagle_convert.real_engine.attached import AttachedServer
+    from eagle_convert.engines import AttachedServer
     from eagle_convert.verify.report import VerifyReport
-    from eagle_convert.verify.request import CheckedRequest
+    from eagle_convert.verify.request import CheckedRequest, InProcessEngine
 
 
 def _formatter(name: str) -> Callable[[VerifyReport], str]:
@@ -74,20 +50,11 @@ RENDERERS: dict[str, Callable[[VerifyReport], str]] = {
 }
 
 
-def _setting(cli: str | None, settings: dict[str, Any], key: str, default: str) -> str:
-    """A command-line value wins over [tool.eagle-convert] in pyproject.toml, which wins over the default."""
-    return cli if cli is not None else str(settings.get(key, default))
+# verify -h: the panels of its options, in this order (drawn by cli/formatting.py, as the help stays plain)
+PANELS = (CHECKS, OUTPUT_PANEL, PROBE, engines.ENGINE_PANEL, engines.SERVER_PANEL, HUB)
 
 
-# verify -h: its options in panels (drawn by cli/formatting.py, as the help stays plain)
-CHECKS = "What to check"
-OUTPUT_PANEL = "Output"
-PROBE = "Probe (--level forward, target)"
-ENGINE = "Engine (--level engine)"
-SERVER = "Server (--engine-url: the engine level on a running server)"
-HUB = "Hub"
-
-
+@takes(VerifyRequest, panels=PANELS, habits_panel=OUTPUT_PANEL)
 def verify(
     paths: list[Path] = typer.Argument(
         ...,
@@ -96,41 +63,6 @@ def verify(
         "directory that holds it, and each checkpoint is verified once. Several paths: each is reported, and the "
         "exit code is the worst.",
         show_default=False,
-    ),
-    target: Path | None = typer.Option(
-        None,
-        "--target",
-        metavar="PATH",
-        help="Target model directory or config.json (N, family, rope, positions).",
-        rich_help_panel=CHECKS,
-    ),
-    engine: str | None = engine_option(
-        f"{ENGINES_HELP} {RECORDED_HELP} --level engine runs SGLang when only SGLang releases are selected, else vLLM.",
-        rich_help_panel=CHECKS,
-    ),
-    level: str = level_option(
-        "static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
-        "engine: also the draft in a real engine (`eagle-convert engine-env` builds one).",
-        rich_help_panel=CHECKS,
-    ),
-    strict: bool = typer.Option(
-        False,
-        "--strict",
-        help="Ambiguous aux-id convention, missing ids and pickle are errors.",
-        rich_help_panel=CHECKS,
-    ),
-    fail_level: str | None = fail_level_option(
-        "Lowest severity that fails [error].", default=False, rich_help_panel=CHECKS
-    ),
-    select: str | None = typer.Option(
-        None,
-        "--select",
-        metavar="RULES",
-        help="Only these rules (ids or prefixes, comma-separated).",
-        rich_help_panel=CHECKS,
-    ),
-    ignore: str | None = typer.Option(
-        None, "--ignore", metavar="RULES", help="Skip these rules (ids or prefixes).", rich_help_panel=CHECKS
     ),
     output_format: str = choice(
         tuple(RENDERERS),
@@ -150,147 +82,7 @@ def verify(
     exit_zero: bool = typer.Option(
         False, "--exit-zero", help="Exit 0 even when findings fail the gate.", rich_help_panel=OUTPUT_PANEL
     ),
-    no_hash: bool = typer.Option(
-        False, "--no-hash", help="Skip the sha256 manifest of the checkpoint files.", rich_help_panel=OUTPUT_PANEL
-    ),
-    token_ids: Path | None = typer.Option(
-        None,
-        "--token-ids",
-        metavar="FILE",
-        help="--level target: a JSON list "
-        "of token-id lists to probe with (default: the target's own "
-        "continuations of varied prompts through its chat template, see --probe-text).",
-        rich_help_panel=PROBE,
-    ),
-    reference_hidden_states: Path | None = typer.Option(
-        None,
-        "--reference-hidden-states",
-        metavar="FILE",
-        help="--level target: a safetensors file of aux states saved by a trainer or engine (token_ids [T], "
-        "hidden_states [K, T, Ht]); reports which target boundaries they are.",
-        rich_help_panel=PROBE,
-    ),
-    oracle: str | None = choice(
-        ORACLES,
-        None,
-        "--oracle",
-        help="--level target: also check the reference target (transformers' model with its weights streamed from "
-        "the checkpoint) against this implementation loaded whole in memory (transformers' from_pretrained).",
-        rich_help_panel=PROBE,
-    ),
-    prompts: Path | None = typer.Option(
-        None,
-        "--prompts",
-        metavar="FILE",
-        help="--level target: text prompts, one per line, tokenized with the "
-        "target's tokenizer.json and continued by the target.",
-        rich_help_panel=PROBE,
-    ),
-    probe_steps: int = typer.Option(
-        PROBE_STEPS, "--probe-steps", min=1, max=16, help="--level target: draft chain length.", rich_help_panel=PROBE
-    ),
-    probe_text: str = choice(
-        PROBE_TEXTS,
-        PROBE_TEXTS[0],
-        "--probe-text",
-        help="--level target without --token-ids: the target's own continuations of the prompts, greedy "
-        "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
-        rich_help_panel=PROBE,
-    ),
-    probe_positions: int = typer.Option(
-        PROBE_POSITIONS,
-        "--probe-positions",
-        min=16,
-        help="--level target: positions to score at least; while a comparison is undecided, more "
-        "text up to 4 times as many.",
-        rich_help_panel=PROBE,
-    ),
-    device: str = device_option(
-        "--level forward/target: where the reference models run (auto: the GPU when torch sees one).",
-        rich_help_panel=PROBE,
-    ),
-    dtype: str = dtype_option("--level forward/target: compute precision.", rich_help_panel=PROBE),
-    engine_python: Path | None = typer.Option(
-        None,
-        "--engine-python",
-        metavar="PATH",
-        help="--level engine: the Python of the engine environment (default: $EAGLE_CONVERT_ENGINE_PYTHON, else "
-        "the venv in the current directory, .venv-engine or .venv-sglang, else the one `eagle-convert engine-env` "
-        "builds).",
-        rich_help_panel=ENGINE,
-    ),
-    engine_tokens: int = typer.Option(
-        ENGINE_NEW_TOKENS,
-        "--engine-tokens",
-        min=1,
-        max=MAX_ENGINE_TOKENS,
-        help="--level engine and --engine-url: new tokens the engine generates per prompt (EOS ignored).",
-        rich_help_panel=ENGINE,
-    ),
-    engine_arg: list[str] | None = typer.Option(
-        None,
-        "--engine-arg",
-        metavar="KEY=VALUE",
-        help="--level engine: a setting of the engine in its own Python name (vLLM's LLM(...)/EngineArgs, SGLang's "
-        "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
-        "by the engine before it loads anything. At every level, the deployment settings that decide what a selected "
-        "release does with the draft: eagle3_layers_to_capture=[1,5,9] (trtllm: what TensorRT-LLM feeds it), "
-        "platform=rocm and pipeline_parallel_size=2 (vllm: whether the target class captures).",
-        show_default=False,
-        rich_help_panel=ENGINE,
-    ),
-    engine_config: Path | None = typer.Option(
-        None,
-        "--engine-config",
-        metavar="FILE",
-        help="--level engine (the deployment settings: every level): engine settings as one JSON (.json) or YAML "
-        "mapping, the same keys as --engine-arg, which wins over it.",
-        rich_help_panel=ENGINE,
-    ),
-    engine_url: str | None = typer.Option(
-        None,
-        "--engine-url",
-        metavar="URL",
-        help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server, "
-        f"SGLang's or trtllm-serve, detected; --engine {'|'.join(engines.ATTACHABLE)} forces one): the engine level "
-        "without starting an engine, so --target needs only its config. Implies --level engine.",
-        rich_help_panel=SERVER,
-    ),
-    engine_url_token: str | None = typer.Option(
-        None,
-        "--engine-url-token",
-        metavar="KEY",
-        help="--engine-url: the server's API key (default: $EAGLE_CONVERT_ENGINE_URL_TOKEN); never printed.",
-        rich_help_panel=SERVER,
-    ),
-    engine_concurrency: int = typer.Option(
-        SERVER_CONCURRENCY,
-        "--engine-concurrency",
-        min=1,
-        max=1024,
-        help="--engine-url: requests in flight at most.",
-        rich_help_panel=SERVER,
-    ),
-    engine_timeout: float = typer.Option(
-        SERVER_TIMEOUT,
-        "--engine-timeout",
-        min=1.0,
-        metavar="SECONDS",
-        help="--engine-url: seconds one request may take.",
-        rich_help_panel=SERVER,
-    ),
-    token: str | None = typer.Option(
-        None,
-        "--token",
-        help="Hub token for private repos (default: HF_TOKEN or the login); never printed.",
-        rich_help_panel=HUB,
-    ),
-    aux_convention: str | None = aux_convention_option(
-        "Declare what the aux-layer ids mean (as the trainer used them), as inspect.", rich_help_panel=CHECKS
-    ),
-    _quiet: bool = quiet_option(rich_help_panel=OUTPUT_PANEL),
-    _verbose: bool = verbose_option(rich_help_panel=OUTPUT_PANEL),
-    _color: str = color_option(rich_help_panel=OUTPUT_PANEL),
+    **options: Any,  # the request's options, each declared once on VerifyRequest (verify/request.py)
 ) -> None:
     """Check drafts before deployment: every rule, a report for people or CI, and an exit code.
 
@@ -305,48 +97,14 @@ def verify(
     from eagle_convert.render.escape import one_line
     from eagle_convert.render.progress import progress_bar, steps_bar
     from eagle_convert.render.verify_tables import render_verify
-    from eagle_convert.verify.request import (
-        ComputeRequest,
-        InProcessEngine,
-        ProbeRequest,
-        VerifyRequest,
-        rule_items,
-    )
+    from eagle_convert.verify.request import InProcessEngine
     from eagle_convert.verify.run import Hooks, verify_checkpoint
 
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
-    server = _attached_server(engine_url, engine_url_token, engine_concurrency, engine_timeout, engine, engine_tokens)
-    if server is not None and (engine_arg or engine_config is not None or engine_python is not None):
-        raise UsageError(
-            "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
-            "--engine-url the server runs with its own settings"
-        )
-    settings = load_settings(Path.cwd())
-    request = VerifyRequest(
-        target=target,
-        engine=chosen_engines(engine, settings),
-        level=level,
-        strict=strict,
-        fail_level=_setting(fail_level, settings, "fail-level", DEFAULT_FAIL_LEVEL),
-        select=rule_items(select if select is not None else settings.get("select")),
-        ignore=rule_items(ignore if ignore is not None else settings.get("ignore")),
-        compute_hashes=not no_hash,
-        hub_token=token,
-        aux_convention=aux_convention,
-        probe=ProbeRequest(
-            token_ids_file=token_ids,
-            prompts=prompts,
-            text=probe_text,
-            steps=probe_steps,
-            positions=probe_positions,
-            reference_hidden_states=reference_hidden_states,
-            oracle=oracle,
-        ),
-        compute=ComputeRequest(device, dtype),
-        engine_run=server or InProcessEngine(engine_python, engine_tokens, tuple(engine_arg or ()), engine_config),
-    )
+    engine_run = _engine_run(options, options["engine"])
+    request = request_of(VerifyRequest, options, load_settings(Path.cwd()), "verify", engine_run=engine_run)
     checked = request.validate()  # every usage error, before any checkpoint is opened
     checkpoints = checkpoint_paths(paths)
     _no_stray_folder(checkpoints)
@@ -354,17 +112,20 @@ def verify(
         checked.check_source(path)
     level = checked.level
     if output is not None:
-        inputs = [*checkpoints, target, token_ids, prompts, reference_hidden_states, engine_config]
         from eagle_convert.read.output_place import check_output_place
 
-        check_output_place(output, [Path(p) for p in (*inputs, engine_python) if p is not None], directory=False)
+        probe, run = request.probe, engine_run if isinstance(engine_run, InProcessEngine) else InProcessEngine()
+        inputs = [*checkpoints, request.target, probe.token_ids_file, probe.prompts, probe.reference_hidden_states]
+        check_output_place(
+            output, [p for p in (*inputs, run.config_file, run.python) if p is not None], directory=False
+        )
     runs: list[tuple[VerifyReport, EagleConvertError | None]] = []
     for path in checkpoints:
         try:
             with (
                 steps_bar(enabled=level != LEVELS[0] and not OUTPUT.quiet) as steps,
                 progress_bar(
-                    enabled=not no_hash and not OUTPUT.quiet, label="hashing", total=_local_bytes(path)
+                    enabled=request.compute_hashes and not OUTPUT.quiet, label="hashing", total=_local_bytes(path)
                 ) as advance,
             ):
                 hooks = Hooks(advance, steps, None if OUTPUT.quiet else _notice)
@@ -403,26 +164,31 @@ def _notice(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
-def _attached_server(
-    url: str | None, token: str | None, concurrency: int, timeout: float, engine: str | None, new_tokens: int
-) -> AttachedServer | None:
-    """The running server of --engine-url and its options (None without it; the request checks the URL); --engine
-    names its engine only when it is one of those --engine-url measures (a release list leaves it to detection). An
-    option of the attached run without --engine-url is a usage error, never dropped."""
-    from eagle_convert.real_engine.attached import ENGINES, AttachedServer, token_from_env
+def _engine_run(values: dict[str, Any], engine: str | None) -> InProcessEngine | AttachedServer:
+    """The engine level's run, its options taken out of ``values``: the running server of --engine-url, else the
+    engine the level starts. An option of the other run is a usage error, never dropped; --engine names the server's
+    engine only when it is one of those --engine-url measures (a release list leaves it to detection)."""
+    from eagle_convert.engines import AttachedServer
+    from eagle_convert.options import build, declared
+    from eagle_convert.real_engine.attached import ENGINES, token_from_env
+    from eagle_convert.verify.request import InProcessEngine
 
-    if url is None:
-        server_only = (
-            ("--engine-url-token", token is not None),
-            ("--engine-concurrency", concurrency != SERVER_CONCURRENCY),
-            ("--engine-timeout", timeout != SERVER_TIMEOUT),
+    local, served = list(declared(InProcessEngine)), list(declared(AttachedServer))
+    given = {d.name: values.pop(d.name) for d in (*local, *served) if d.name in values}
+    mine = {d.name for d in local}
+    if given["engine_url"] is None:
+        for d in served:
+            if d.name not in mine and d.name != "engine_url" and given[d.name] != d.default:
+                raise UsageError(f"{d.flag} goes with --engine-url")
+        return build(InProcessEngine, {d.name: given[d.name] for d in local}, "engine")
+    if any(given[d.name] for d in local if d.name not in {s.name for s in served}):
+        raise UsageError(
+            "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
+            "--engine-url the server runs with its own settings"
         )
-        for name, given in server_only:
-            if given:
-                raise UsageError(f"{name} goes with --engine-url")
-        return None
     forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
-    return AttachedServer(url, token or token_from_env(), concurrency, timeout, forced, new_tokens)
+    server = build(AttachedServer, {d.name: given[d.name] for d in served}, "engine")
+    return replace(server, token=server.token or token_from_env(), engine=forced)
 
 
 def _no_stray_folder(checkpoints: list[Path]) -> None:

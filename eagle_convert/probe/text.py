@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from eagle_convert.errors import InputError, UsageError, check_choice
 from eagle_convert.read.jsonstrict import load_json_object
@@ -39,7 +39,10 @@ _TEMPLATES = (
 DEFAULT_PROMPTS = tuple(t.format(s) for t in _TEMPLATES for s in _SUBJECTS)  # 128; each round spans two templates
 
 
-TEXTS = ("greedy", "sampled")  # the target's own continuations of the prompts: greedy, or sampled at temperature 1
+ProbeText = Literal[
+    "greedy", "sampled"
+]  # the target's own continuations of the prompts: greedy, or sampled at temperature 1
+TEXTS: tuple[ProbeText, ...] = get_args(ProbeText)
 
 
 def check_text(text: str) -> str:

@@ -13,6 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from eagle_convert.errors import UsageError, check_choice
+from eagle_convert.options import option
 
 if TYPE_CHECKING:
     import torch
@@ -52,6 +53,32 @@ def check_dtype(dtype: str) -> str:
 def check_dtype_choice(dtype: str) -> str:
     """``dtype`` when it is ``auto`` or one of :data:`DTYPES`, else a UsageError naming them (``--dtype``)."""
     return check_choice("dtype", dtype, DTYPE_CHOICES)
+
+
+REFERENCE_DTYPE_AUTO_HELP = (
+    f"{REFERENCE_DTYPE_AUTO} (the reference's auto): float32 where it fits the memory at hand and costs little, else "
+    "the model's own dtype; a run that cannot fit stops before loading, saying what would "
+    "($EAGLE_CONVERT_MEMORY_LIMIT overrides the memory measured)."
+)
+
+
+@dataclass(frozen=True)
+class ComputeRequest:
+    """Where and in what precision the reference models run (``--device``, ``--dtype``): an option group of verify
+    and normalize, checked by the functions above while the command line parses."""
+
+    device: str = option(
+        DEFAULT_DEVICE,
+        choices=DEVICES,
+        check=check_device,
+        help="where the reference models run (auto: the GPU when torch sees one).",
+    )
+    dtype: str = option(
+        DEFAULT_DTYPE,
+        choices=DTYPE_CHOICES,
+        check=check_dtype_choice,
+        help=f"compute precision. {REFERENCE_DTYPE_AUTO_HELP}",
+    )
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,27 @@ def newest(engine: str) -> Release:
 DEFAULT_ENGINES = "deployed"
 # the words --engine takes besides the engine and release names
 SELECTIONS = (DEFAULT_ENGINES, "both", "all")
+# --engine: which modelled releases a command checks (verify, inspect, push), as its help and completion say
+ENGINES_METAVAR = "ENGINE[,ENGINE...]"
+ENGINES_HELP = (
+    "Engine releases the draft must load right in ([tool.eagle-convert] engine in pyproject.toml sets the default): "
+    f"deployed (every release users still deploy, the default), an engine ({', '.join(engines.NAMES)}: its newest "
+    f"modelled release), name@release (e.g. vllm@0.33-v1), comma lists, both (newest of "
+    f"{' and '.join(engines.DEFAULT_NAMES)}) or all. `eagle-convert engines` lists them."
+)
+
+# verify's and push's --engine: a normalized draft's own record stands in for the default
+RECORDED_HELP = (
+    "Without --engine and its setting, a draft written by `normalize --profile` is checked against the engines its "
+    "config.json records (eagle_convert.engines), and the report says so."
+)
+
+
+def complete_engines(incomplete: str) -> list[str]:
+    """Shell completion of --engine: the keywords and release names, after any comma already typed."""
+    head, comma, last = incomplete.rpartition(",")
+    words = (*SELECTIONS, *engines.NAMES, *RELEASES)
+    return [head + comma + w for w in words if w.startswith(last)]
 
 
 def deployed() -> list[Release]:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from eagle_convert.rules import aux_layers, config, flags, identity, measured, tensors, vocabulary
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.rule import Rule
 
 # each verify level runs the rules of the levels before it
-LEVELS = ("static", "tensors", "forward", "target", "engine")
+Level = Literal["static", "tensors", "forward", "target", "engine"]
+LEVELS: tuple[Level, ...] = get_args(Level)
 
 # The order of `eagle-convert rules`, `--json` and docs/rules.md, a public listing: the blocks in the order the rules
 # were added. A new rule goes at the end of its block's tuple, or in a new block at the end of this one.

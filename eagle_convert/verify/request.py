@@ -1,11 +1,13 @@
 """verify's request: every option of a run, typed and frozen, checked whole before any checkpoint is opened.
 
-The CLI builds one :class:`VerifyRequest` from its options and ``[tool.eagle-convert]``; a library caller builds the
-same (``VerifyRequest.build(**options)`` takes the options flat). :meth:`VerifyRequest.validate` raises every usage
-error first (exit 2, an ``Error:`` and a ``Hint:``): conflicting options, options that do not apply to the level, the
-URL's shape, unreadable or invalid user files (token ids, prompts, engine settings), token ids past the target's
-vocabulary, a draft given as the target. It reads the user's own files and the target's config, never the draft:
-what it returns, a :class:`CheckedRequest`, carries what it read, so nothing is read twice.
+Each option is declared once, on its field here (its type, default, help and flag: eagle_convert/options.py); the
+verify command's options are derived from these fields (cli/options.py), with ``[tool.eagle-convert]`` giving the
+defaults it names. A library caller builds the same request, or passes the options flat as the command line names
+them (``VerifyRequest.build(**options)``). :meth:`VerifyRequest.validate` raises every usage error first (exit 2, an
+``Error:`` and a ``Hint:``): a value outside its choices or range, conflicting options, options that do not apply to
+the level, the URL's shape, unreadable or invalid user files (token ids, prompts, engine settings), token ids past the
+target's vocabulary, a draft given as the target. It reads the user's own files and the target's config, never the
+draft: what it returns, a :class:`CheckedRequest`, carries what it read, so nothing is read twice.
 """
 
 from __future__ import annotations
@@ -13,172 +15,247 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from eagle_convert.draft.aux_layers import CONVENTIONS
-from eagle_convert.engines import NEW_TOKENS as ENGINE_NEW_TOKENS
+from eagle_convert.engines import DTYPE_AUTO, ENGINE_PANEL, AttachedServer, new_tokens_option
 from eagle_convert.errors import (
     REFERENCE_TARGET_PACKAGES,
     EagleConvertError,
     UsageError,
-    check_choice,
     require_packages,
     require_torch,
 )
+from eagle_convert.options import build, check, given, group, option
 from eagle_convert.probe.text import TEXTS as PROBE_TEXTS
+from eagle_convert.probe.text import ProbeText
 from eagle_convert.read.config import TargetConfig
 from eagle_convert.read.hub_store import parse_repo_ref
 from eagle_convert.reference.budget import MIN_POSITIONS as PROBE_POSITIONS
 from eagle_convert.reference.budget import PROBE_STEPS
-from eagle_convert.reference.compute import DEFAULT_DEVICE, DEFAULT_DTYPE
-from eagle_convert.releases import DEFAULT_ENGINES, Release, engine_level_engine, recorded_releases, resolve_engines
-from eagle_convert.rules.registry import LEVELS, RULES
+from eagle_convert.reference.compute import ComputeRequest as ComputeRequest
+from eagle_convert.releases import (
+    DEFAULT_ENGINES,
+    ENGINES_HELP,
+    ENGINES_METAVAR,
+    RECORDED_HELP,
+    Release,
+    complete_engines,
+    engine_level_engine,
+    recorded_releases,
+    resolve_engines,
+)
+from eagle_convert.rules.registry import LEVELS, RULES, Level
 
 if TYPE_CHECKING:
     from eagle_convert.real_engine.attached import AttachedServer
     from eagle_convert.real_engine.base import EngineSettings
 
-# One default per option, in one place: the CLI's defaults are these constants.
+# One default per option, in one place: the fields' defaults below, which the command line takes.
 DEFAULT_LEVEL = LEVELS[0]
-FAIL_LEVELS = ("error", "warning")
+FailLevel = Literal["error", "warning"]
+FAIL_LEVELS: tuple[FailLevel, ...] = get_args(FailLevel)
 DEFAULT_FAIL_LEVEL = FAIL_LEVELS[0]
-ORACLES = ("transformers",)  # --oracle: what the reference target is checked against (verify/forward.py)
-MAX_ENGINE_TOKENS = 4096  # --engine-tokens at most
-SERVER_CONCURRENCY = 8  # --engine-concurrency
-SERVER_TIMEOUT = 300.0  # --engine-timeout, seconds per request
+Oracle = Literal["transformers"]  # --oracle: what the reference target is checked against (verify/forward.py)
+ORACLES: tuple[Oracle, ...] = get_args(Oracle)
+
+# verify -h: its options in panels (drawn by cli/formatting.py, as the help stays plain)
+CHECKS = "What to check"
+OUTPUT_PANEL = "Output"
+PROBE = "Probe (--level forward, target)"
+HUB = "Hub"
+ENGINE_DTYPE_AUTO_HELP = (
+    f"At --level engine, {DTYPE_AUTO} is the engine's auto: float32 on a CPU (exact against the float32 reference), "
+    "the model's own dtype on a GPU."
+)
+
+
+def rule_items(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(i.strip().upper() for i in items if i.strip())
+
+
+def _rows(token_ids: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(row) for row in token_ids)
 
 
 @dataclass(frozen=True)
 class ProbeRequest:
     """What the acceptance probe (``--level target`` and above) runs on."""
 
-    token_ids: tuple[tuple[int, ...], ...] | None = None  # prompts as token ids, given in the library
-    token_ids_file: Path | None = None  # --token-ids FILE (read by validate)
-    prompts: Path | None = None  # --prompts FILE, one prompt per line (read by validate)
-    text: str = PROBE_TEXTS[0]
-    steps: int = PROBE_STEPS
-    positions: int = PROBE_POSITIONS
-    reference_hidden_states: Path | None = None
-    oracle: str | None = None
+    token_ids: tuple[tuple[int, ...], ...] | None = option(
+        None, flag="--token-ids", cli=False, parse=_rows, help="Prompts as token ids (the library's --token-ids)."
+    )
+    token_ids_file: Path | None = option(  # read by validate
+        None,
+        flag="--token-ids",
+        metavar="FILE",
+        help="--level target: a JSON list of token-id lists to probe with (default: the target's own continuations of "
+        "varied prompts through its chat template, see --probe-text).",
+    )
+    reference_hidden_states: Path | None = option(
+        None,
+        metavar="FILE",
+        help="--level target: a safetensors file of aux states saved by a trainer or engine (token_ids [T], "
+        "hidden_states [K, T, Ht]); reports which target boundaries they are.",
+    )
+    oracle: Oracle | None = option(
+        None,
+        help="--level target: also check the reference target (transformers' model with its weights streamed from "
+        "the checkpoint) against this implementation loaded whole in memory (transformers' from_pretrained).",
+    )
+    prompts: Path | None = option(  # one prompt per line, read by validate
+        None,
+        metavar="FILE",
+        help="--level target: text prompts, one per line, tokenized with the target's tokenizer.json and continued by "
+        "the target.",
+    )
+    steps: int = option(PROBE_STEPS, name="probe_steps", min=1, max=16, help="--level target: draft chain length.")
+    text: ProbeText = option(
+        PROBE_TEXTS[0],
+        name="probe_text",
+        help="--level target without --token-ids: the target's own continuations of the prompts, greedy "
+        "(acceptance exactly as greedy speculative decoding) or sampled at temperature 1.",
+    )
+    positions: int = option(
+        PROBE_POSITIONS,
+        name="probe_positions",
+        min=16,
+        help="--level target: positions to score at least; while a comparison is undecided, more text up to 4 times "
+        "as many.",
+    )
 
     def given(self) -> dict[str, bool]:
         """Each probe option by its flag: whether it was set away from its default."""
-        return {
-            "--token-ids": self.token_ids is not None or self.token_ids_file is not None,
-            "--prompts": self.prompts is not None,
-            "--reference-hidden-states": self.reference_hidden_states is not None,
-            "--oracle": self.oracle is not None,
-            "--probe-steps": self.steps != PROBE_STEPS,
-            "--probe-text": self.text != PROBE_TEXTS[0],
-            "--probe-positions": self.positions != PROBE_POSITIONS,
-        }
-
-
-@dataclass(frozen=True)
-class ComputeRequest:
-    """Where and in what precision the reference models run (``--device``, ``--dtype``)."""
-
-    device: str = DEFAULT_DEVICE
-    dtype: str = DEFAULT_DTYPE
+        return given(self)
 
 
 @dataclass(frozen=True)
 class InProcessEngine:
     """``--level engine`` starting the engine itself, in its own environment."""
 
-    python: Path | None = None  # --engine-python (default: $EAGLE_CONVERT_ENGINE_PYTHON, else .venv-engine)
-    new_tokens: int = ENGINE_NEW_TOKENS
-    args: tuple[str, ...] = ()  # --engine-arg KEY=VALUE, as given
-    config_file: Path | None = None  # --engine-config FILE (read by validate)
+    python: Path | None = option(
+        None,
+        name="engine_python",
+        metavar="PATH",
+        panel=ENGINE_PANEL,
+        help="--level engine: the Python of the engine environment (default: $EAGLE_CONVERT_ENGINE_PYTHON, else the "
+        "venv in the current directory, .venv-engine or .venv-sglang, else the one `eagle-convert engine-env` builds).",
+    )
+    new_tokens: int = new_tokens_option()
+    args: tuple[str, ...] = option(  # as given
+        (),
+        name="engine_arg",
+        metavar="KEY=VALUE",
+        repeat=True,
+        show_default=False,
+        panel=ENGINE_PANEL,
+        help="--level engine: a setting of the engine in its own Python name (vLLM's LLM(...)/EngineArgs, SGLang's "
+        "ServerArgs), e.g. tensor_parallel_size=2; the value is JSON when it parses, else text. Repeatable; validated "
+        "by the engine before it loads anything. At every level, the deployment settings that decide what a selected "
+        "release does with the draft: eagle3_layers_to_capture=[1,5,9] (trtllm: what TensorRT-LLM feeds it), "
+        "platform=rocm and pipeline_parallel_size=2 (vllm: whether the target class captures).",
+    )
+    config_file: Path | None = option(  # read by validate
+        None,
+        name="engine_config",
+        metavar="FILE",
+        panel=ENGINE_PANEL,
+        help="--level engine (the deployment settings: every level): engine settings as one JSON (.json) or YAML "
+        "mapping, the same keys as --engine-arg, which wins over it.",
+    )
     settings: Mapping[str, Any] = field(default_factory=dict)  # the engine's settings, given in the library
 
 
 @dataclass(frozen=True)
 class VerifyRequest:
-    """One verify run, as asked (see the verify command's options)."""
+    """One verify run, as asked: each field one option of the verify command."""
 
-    target: Path | None = None
-    # the releases checked (--engine); None: those a normalized draft records it was written for, else deployed
-    engine: str | None = None
-    level: str = DEFAULT_LEVEL
-    strict: bool = False
-    fail_level: str = DEFAULT_FAIL_LEVEL
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    compute_hashes: bool = True
-    hub_token: str | None = field(default=None, repr=False)  # never printed
-    aux_convention: str | None = None
-    probe: ProbeRequest = ProbeRequest()
-    compute: ComputeRequest = ComputeRequest()
-    engine_run: InProcessEngine | AttachedServer | None = None  # None: the engine level with its defaults
+    target: Path | None = option(
+        None, metavar="PATH", panel=CHECKS, help="Target model directory or config.json (N, family, rope, positions)."
+    )
+    engine: str | None = option(  # None: the releases a normalized draft records it was written for, else deployed
+        None,
+        setting="engine",
+        metavar=ENGINES_METAVAR,
+        complete=complete_engines,
+        panel=CHECKS,
+        help=f"{ENGINES_HELP} {RECORDED_HELP} --level engine runs SGLang when only SGLang releases are selected, "
+        "else vLLM.",
+    )
+    level: Level = option(
+        DEFAULT_LEVEL,
+        panel=CHECKS,
+        help="static: config and headers; tensors: also values; forward: the draft's forward; target: the probe; "
+        "engine: also the draft in a real engine (`eagle-convert engine-env` builds one).",
+    )
+    strict: bool = option(False, panel=CHECKS, help="Ambiguous aux-id convention, missing ids and pickle are errors.")
+    fail_level: FailLevel = option(
+        DEFAULT_FAIL_LEVEL, setting="fail-level", panel=CHECKS, help="Lowest severity that fails [error]."
+    )
+    select: tuple[str, ...] = option(
+        (),
+        setting="select",
+        metavar="RULES",
+        parse=rule_items,
+        panel=CHECKS,
+        help="Only these rules (ids or prefixes, comma-separated).",
+    )
+    ignore: tuple[str, ...] = option(
+        (),
+        setting="ignore",
+        metavar="RULES",
+        parse=rule_items,
+        panel=CHECKS,
+        help="Skip these rules (ids or prefixes).",
+    )
+    compute_hashes: bool = option(
+        True,
+        flag="--no-hash",
+        negate=True,
+        panel=OUTPUT_PANEL,
+        help="Skip the sha256 manifest of the checkpoint files.",
+    )
+    hub_token: str | None = option(  # never printed
+        None,
+        name="token",
+        repr=False,
+        panel=HUB,
+        help="Hub token for private repos (default: HF_TOKEN or the login); never printed.",
+    )
+    aux_convention: str | None = option(  # a typo ('output_of') would leave the trained states unknown
+        None,
+        choices=CONVENTIONS,
+        label="aux-layer convention",
+        panel=CHECKS,
+        help="Declare what the aux-layer ids mean (as the trainer used them), as inspect.",
+    )
+    probe: ProbeRequest = group(ProbeRequest(), panel=PROBE)
+    compute: ComputeRequest = group(
+        ComputeRequest(), panel=PROBE, when="--level forward/target", more={"dtype": ENGINE_DTYPE_AUTO_HELP}
+    )
+    engine_run: InProcessEngine | AttachedServer | None = group(None)  # None: the engine level with its defaults
     # the deployment settings that decide what a release feeds, at every level (TensorRT-LLM's
     # eagle3_layers_to_capture): given in the library, or as --engine-arg / --engine-config keys (gate/deployment.py)
     deployment: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def build(
-        cls,
-        *,
-        target: str | Path | None = None,
-        engine: str | None = None,
-        level: str = DEFAULT_LEVEL,
-        strict: bool = False,
-        fail_level: str = DEFAULT_FAIL_LEVEL,
-        select: str | Iterable[str] | None = None,
-        ignore: str | Iterable[str] | None = None,
-        compute_hashes: bool = True,
-        token: str | None = None,
-        token_ids: Iterable[Iterable[int]] | None = None,
-        token_ids_file: Path | None = None,
-        prompts: Path | None = None,
-        probe_text: str = PROBE_TEXTS[0],
-        probe_steps: int = PROBE_STEPS,
-        probe_positions: int | None = None,
-        reference_hidden_states: Path | None = None,
-        oracle: str | None = None,
-        device: str = DEFAULT_DEVICE,
-        dtype: str = DEFAULT_DTYPE,
-        aux_convention: str | None = None,
-        engine_run: InProcessEngine | AttachedServer | None = None,
-        deployment: Mapping[str, Any] | None = None,
-    ) -> VerifyRequest:
-        """The request from the options flat, as the CLI names them (a shorthand for library callers)."""
-        return cls(
-            target=Path(target) if target is not None else None,
-            engine=engine,
-            level=level,
-            strict=strict,
-            fail_level=fail_level,
-            select=rule_items(select),
-            ignore=rule_items(ignore),
-            compute_hashes=compute_hashes,
-            hub_token=token,
-            aux_convention=aux_convention,
-            probe=ProbeRequest(
-                tuple(tuple(row) for row in token_ids) if token_ids is not None else None,
-                token_ids_file,
-                prompts,
-                probe_text,
-                probe_steps,
-                probe_positions if probe_positions is not None else PROBE_POSITIONS,
-                reference_hidden_states,
-                oracle,
-            ),
-            compute=ComputeRequest(device, dtype),
-            engine_run=engine_run,
-            deployment=dict(deployment or {}),
-        )
+    def build(cls, **options: Any) -> VerifyRequest:
+        """The request from the options flat, as the command line names them (``probe_steps=4``, ``token=...``,
+        ``token_ids=[[...]]`` or ``token_ids_file=PATH``); ``engine_run`` and ``deployment`` as they are."""
+        return build(cls, options, "verify")
 
     @property
     def server(self) -> AttachedServer | None:
         """``--engine-url``: the running server the engine level measures the draft on."""
-        from eagle_convert.real_engine.attached import AttachedServer
-
         return self.engine_run if isinstance(self.engine_run, AttachedServer) else None
 
     def validate(self) -> CheckedRequest:
         """Every usage error of the request, before any checkpoint is opened (exit 2 with a hint); the user's own
         files and the target's config read once, here."""
+        check(self)  # every declared value: its choices, its range
         server = self.server
         if server is not None:
             from eagle_convert.real_engine.attached import check_url
@@ -190,13 +267,6 @@ class VerifyRequest:
             if level not in (DEFAULT_LEVEL, "engine"):
                 raise UsageError(f"--engine-url measures the draft at --level engine, not --level {level}")
             level = "engine"  # --engine-url implies the engine level
-        check_choice("level", level, LEVELS)
-        check_choice("fail level", self.fail_level, FAIL_LEVELS)
-        if self.probe.oracle is not None:
-            check_choice("oracle", self.probe.oracle, ORACLES)
-        check_choice("probe text", self.probe.text, PROBE_TEXTS)
-        if self.aux_convention is not None:  # a typo ('output_of') would leave the trained states unknown, no finding
-            check_choice("aux-layer convention", self.aux_convention, CONVENTIONS)
         select, ignore = parse_rule_list(self.select), parse_rule_list(self.ignore)
         depth = LEVELS.index(level)
         named = [name for name, given in self.probe.given().items() if given]
@@ -331,13 +401,6 @@ def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return out
 
 
-def rule_items(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return tuple(i.strip().upper() for i in items if i.strip())
-
-
 def has_weights(target: Path | None) -> bool:
     """A target directory the reference models can read: safetensors shards or their index."""
     return target is not None and target.is_dir() and any(target.glob("*.safetensors"))
@@ -386,21 +449,11 @@ def _below_engine_hint(settings: Mapping[str, Any]) -> str:
 
 
 def _check_engine_run(run: InProcessEngine | AttachedServer | None, level: str) -> None:
-    """The engine run's own options, each used by the path taken or refused: ``--engine-tokens`` in range, and
-    ``--engine-tokens`` / ``--engine-python`` only where an engine runs (never dropped at a lower level)."""
-    if run is None:
+    """The engine run's own options, each used by the path taken or refused: ``--engine-tokens`` /
+    ``--engine-python`` only where an engine runs (never dropped at a lower level)."""
+    if run is None or level == "engine" or not isinstance(run, InProcessEngine):
         return
-    if not 1 <= run.new_tokens <= MAX_ENGINE_TOKENS:
-        raise UsageError(
-            f"--engine-tokens {run.new_tokens} is out of range", hint=f"give 1 to {MAX_ENGINE_TOKENS} new tokens"
-        )
-    if level == "engine" or not isinstance(run, InProcessEngine):
-        return
-    unused = [
-        name
-        for name, given in (("--engine-tokens", run.new_tokens != ENGINE_NEW_TOKENS), ("--engine-python", run.python))
-        if given
-    ]
+    unused = [name for name, set_ in given(run).items() if set_ and name in ("--engine-tokens", "--engine-python")]
     if unused:
         raise UsageError(
             f"{', '.join(unused)} {'sets' if len(unused) == 1 else 'set'} the engine level's run, which --level "

@@ -28,6 +28,7 @@ USAGE_ERRORS: list[tuple[dict[str, Any], str]] = [
     ({"dtype": "float8"}, "unknown dtype"),
     ({"max_shard_size": 0}, "not a size"),
     ({"max_shard": 10}, "unknown normalize option(s) max_shard"),
+    ({"probe_positions": 3}, "--probe-positions 3 is out of range"),  # the CLI's range, in the library too
 ]
 
 

@@ -1,11 +1,11 @@
-"""One default per option, in one named constant: the command line's defaults are the library's, and ``--dtype
-auto`` has one meaning for the reference models and another, named differently, for the engine level."""
+"""One default per option, in one named constant (the command line's defaults are the requests' fields, derived
+from them: there is no copy to compare), and ``--dtype auto`` has one meaning for the reference models and another,
+named differently, for the engine level."""
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import fields
-from typing import Any
 
 from typer.main import get_command
 
@@ -23,31 +23,15 @@ from eagle_convert.reference import compute
 from eagle_convert.reference.budget import MIN_POSITIONS, PROBE_STEPS
 
 
-def _defaults(command: str) -> dict[str, Any]:
-    cmd = get_command(app).commands[command]  # type: ignore[attr-defined]
-    return {p.name: p.default for p in cmd.params}
-
-
-def test_normalize_cli_defaults_are_the_requests() -> None:
-    cli = _defaults("normalize")
-    request = NormalizeRequest()
-    for name in ("profile", "device", "dtype", "probe_positions", "dry_run", "allow_pickle", "force"):
-        assert cli[name] == getattr(request, name), name
-    assert request.profile == DEFAULT_PROFILE
-    assert (request.device, request.dtype) == (compute.DEFAULT_DEVICE, compute.DEFAULT_DTYPE)
-    assert (request.probe_positions, request.probe_steps) == (MIN_POSITIONS, PROBE_STEPS)
-
-
 def test_reference_defaults_are_one_constant_everywhere() -> None:
-    """The CLI's --device/--dtype (normalize and verify), compute.resolve and normalize agree."""
+    """compute.resolve, the option group of --device/--dtype (verify's and normalize's) and normalize agree."""
     resolve = inspect.signature(compute.resolve).parameters
     assert (resolve["device"].default, resolve["dtype"].default) == (compute.DEFAULT_DEVICE, compute.DEFAULT_DTYPE)
-    for command in ("normalize", "verify"):
-        cli = _defaults(command)
-        assert (cli["device"], cli["dtype"]) == (compute.DEFAULT_DEVICE, compute.DEFAULT_DTYPE), command
+    assert compute.ComputeRequest() == compute.ComputeRequest(compute.DEFAULT_DEVICE, compute.DEFAULT_DTYPE)
     assert compute.DEFAULT_DTYPE == compute.REFERENCE_DTYPE_AUTO == compute.DTYPE_CHOICES[0]
-    assert _defaults("verify")["probe_steps"] == PROBE_STEPS
-    assert _defaults("verify")["probe_positions"] == MIN_POSITIONS
+    request = NormalizeRequest()
+    assert (request.probe_positions, request.probe_steps) == (MIN_POSITIONS, PROBE_STEPS)
+    assert request.profile == DEFAULT_PROFILE
 
 
 def test_the_engine_level_has_its_own_auto() -> None:

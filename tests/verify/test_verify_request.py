@@ -157,19 +157,64 @@ def test_engine_url_implies_the_engine_level(tmp_path: Path) -> None:
     assert checked.target_config is not None and checked.target_config.vocab_size == TARGET_CONFIG["vocab_size"]
 
 
-def test_cli_defaults_are_the_requests_constants() -> None:
-    """One default per option: the verify command's defaults are the request's named constants."""
-    import inspect
+def test_validate_checks_every_declared_value(tmp_path: Path) -> None:
+    """One validate() checks every field: a value outside its choices or range is a UsageError from the library as
+    from the command line (at 0421174 the device, the dtype, the probe's steps and positions and the server's
+    concurrency and timeout passed the library's validate unchecked)."""
+    from eagle_convert.real_engine.attached import AttachedServer
 
-    from eagle_convert.cli.verify_cmd import verify
+    (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    target = {"level": "target", "target": tmp_path}
+    bad = {
+        "device": VerifyRequest(compute=ComputeRequest(device="tpu")),
+        "dtype": VerifyRequest(compute=ComputeRequest(dtype="float8")),
+        "--probe-steps": VerifyRequest(probe=ProbeRequest(steps=0), **target),
+        "--probe-positions": VerifyRequest(probe=ProbeRequest(positions=3), **target),
+        "--engine-concurrency": VerifyRequest(
+            engine_run=AttachedServer("http://127.0.0.1:9", concurrency=0), target=tmp_path
+        ),
+        "--engine-timeout": VerifyRequest(
+            engine_run=AttachedServer("http://127.0.0.1:9", timeout=0.0), target=tmp_path
+        ),
+        "probe text": VerifyRequest(probe=ProbeRequest(text="beam"), **target),  # type: ignore[arg-type]
+    }
+    for needle, request in bad.items():
+        with pytest.raises(UsageError, match=needle):
+            request.validate()
 
-    defaults = {name: p.default.default for name, p in inspect.signature(verify).parameters.items()}
-    probe, compute, engine = ProbeRequest(), ComputeRequest(), InProcessEngine()
-    assert defaults["probe_steps"] == probe.steps and defaults["probe_positions"] == probe.positions
-    assert defaults["probe_text"] == probe.text
-    assert defaults["device"] == compute.device and defaults["dtype"] == compute.dtype
-    assert defaults["engine_tokens"] == engine.new_tokens
-    assert defaults["level"] == VerifyRequest().level
+
+def test_every_declared_choice_and_range_is_checked() -> None:
+    """Each option declared with choices or a range (eagle_convert/options.py) is refused outside them, field by
+    field, with nothing else wrong in the request."""
+    from eagle_convert.options import check, declared
+
+    checked = 0
+    for d in declared(VerifyRequest, unions=False):
+        wrong = "not-a-choice" if d.choices is not None else (d.option.min - 1 if d.option.min is not None else None)
+        if wrong is None:
+            continue
+        group = next((g for g in (ProbeRequest(), ComputeRequest()) if type(g) is d.owner), None)
+        request = (
+            dataclasses.replace(VerifyRequest(), **{d.field.name: wrong})
+            if group is None
+            else dataclasses.replace(
+                VerifyRequest(),
+                **{
+                    "probe" if isinstance(group, ProbeRequest) else "compute": dataclasses.replace(
+                        group, **{d.field.name: wrong}
+                    )
+                },
+            )
+        )
+        with pytest.raises(UsageError):
+            check(request)
+        checked += 1
+    assert checked >= 9  # level, fail level, aux convention, oracle, probe text, steps, positions, device, dtype
+
+
+def test_unknown_flat_keyword_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown verify option"):
+        VerifyRequest.build(probe_step=4)
 
 
 def test_engine_tokens_reach_the_settings_of_either_engine_run(tmp_path: Path) -> None:

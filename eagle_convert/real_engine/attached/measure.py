@@ -12,26 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from eagle_convert.engines import AttachedServer as AttachedServer  # declared where the CLI reads it, light
 from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.real_engine.attached.client import connect
 from eagle_convert.real_engine.attached.detect import PROTOCOLS, detect, detect_on
 from eagle_convert.real_engine.attached.fingerprint import draft_identity
 from eagle_convert.real_engine.attached.protocol import CounterMove, ServerInfo
-from eagle_convert.real_engine.base import ENGINE_NEW_TOKENS, acceptance
+from eagle_convert.real_engine.base import acceptance
 
 REACH_TIMEOUT_S = 30.0  # the first contact with the server, before anything expensive runs
-
-
-@dataclass(frozen=True)
-class AttachedServer:
-    """Where and how to reach the running server (``--engine-url`` and its options)."""
-
-    url: str
-    token: str | None = None  # --engine-url-token, else $EAGLE_CONVERT_ENGINE_URL_TOKEN; never printed
-    concurrency: int = 8  # requests in flight at most
-    timeout: float = 300.0  # seconds per HTTP request
-    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
-    new_tokens: int = ENGINE_NEW_TOKENS  # --engine-tokens: new tokens asked for per prompt
 
 
 @dataclass(frozen=True)
