@@ -51,7 +51,12 @@ def _special(path: Path, kind: str) -> socket.socket | None:
         os.mkfifo(path)
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
+    here = os.getcwd()
+    os.chdir(path.parent)  # bound by its name: a socket's path is at most 107 bytes, and tmp_path may be longer
+    try:
+        sock.bind(path.name)
+    finally:
+        os.chdir(here)
     sock.listen(1)
     return sock
 
