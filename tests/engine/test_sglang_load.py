@@ -126,12 +126,14 @@ def _findings(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, **answer
     return found
 
 
+@pytest.mark.slow  # the trained pair: built once (about 2 minutes on a fresh clone), then cached
 def test_other_captured_states_are_ec721(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     (ec721,) = _findings(pair, monkeypatch, layers=[0, 2, 4])
     assert ec721.rule_id == "EC721" and ec721.expected == [1, 3, 5] and ec721.actual == [0, 2, 4]
     assert "captures for the draft the target's hs[0, 2, 4]" in ec721.message
 
 
+@pytest.mark.slow  # the trained pair: built once (about 2 minutes on a fresh clone), then cached
 def test_a_dropped_trained_tensor_is_ec724_and_t2d_is_not(
     pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +142,7 @@ def test_a_dropped_trained_tensor_is_ec724_and_t2d_is_not(
     assert "midlayer.mlp.down_proj.weight" in ec724.message
 
 
+@pytest.mark.slow  # the trained pair: built once (about 2 minutes on a fresh clone), then cached
 def test_a_switch_built_otherwise_than_trained_is_ec725(
     pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
