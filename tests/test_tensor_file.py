@@ -35,7 +35,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (
         a.dtype == b.dtype
         and a.shape == b.shape
-        and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+        and torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
     )
 
 
@@ -156,3 +156,14 @@ def test_the_header_offsets_are_the_ones_read(tmp_path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
     with TensorFile(ckpt) as f, pytest.raises(SourceChangedError):
         f.get_tensor(next(iter(ckpt.tensors)))
+
+
+def test_empty_and_scalar_tensors(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    save_file({"e": torch.empty(0, 4), "s": torch.tensor(3.5, dtype=torch.bfloat16)}, str(root / "model.safetensors"))
+    (root / "config.json").write_text("{}")
+    with TensorFile(open_checkpoint(root)) as f, safe_open(str(root / "model.safetensors"), "pt") as ref:
+        for name in ("e", "s"):
+            assert _same(f.get_tensor(name), ref.get_tensor(name))
+        assert _same(f.get_slice("e")[0:0], ref.get_tensor("e")[0:0])

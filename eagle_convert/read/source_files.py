@@ -107,11 +107,11 @@ class SourceFiles:
             pos += len(chunk)
         return b"".join(parts)
 
-    def read_into(self, path: Path, start: int, buffer: bytearray) -> None:
+    def read_into(self, path: Path, start: int, buffer: bytearray | memoryview) -> None:
         """Fill ``buffer`` with the bytes of ``path`` from ``start`` on, through its one descriptor, straight into
         ``buffer`` (the kernel's copy is the only one)."""
         fd = self.open(path)
-        view, done = memoryview(buffer), 0
+        view, done = memoryview(buffer).cast("B"), 0
         while done < len(view):
             if _PREADV is not None:
                 n = _PREADV(fd, [view[done:]], start + done)

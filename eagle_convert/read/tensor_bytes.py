@@ -71,19 +71,22 @@ class TensorBytes:
         first, end = info.rows(start, stop)
         return ByteRange(self.root / info.shard, first, end)
 
-    def read(self, name: str) -> bytearray:
-        """``name``'s bytes, as stored."""
-        return self.read_range(self.byte_range(name))
+    def read(self, name: str, into: memoryview | None = None) -> memoryview:
+        """``name``'s bytes, as stored: into ``into`` (a writable buffer of exactly their size) or a fresh buffer."""
+        return self.read_range(self.byte_range(name), into)
 
-    def read_rows(self, name: str, start: int, stop: int) -> bytearray:
-        """Rows ``start:stop`` of ``name``, as stored (nothing else of the tensor is read)."""
-        return self.read_range(self.row_range(name, start, stop))
+    def read_rows(self, name: str, start: int, stop: int, into: memoryview | None = None) -> memoryview:
+        """Rows ``start:stop`` of ``name``, as stored (nothing else of the tensor is read), as :meth:`read`."""
+        return self.read_range(self.row_range(name, start, stop), into)
 
-    def read_range(self, where: ByteRange) -> bytearray:
-        """The bytes of ``where``, read through its shard's one descriptor into a fresh buffer."""
-        buffer = bytearray(where.end - where.start)
+    def read_range(self, where: ByteRange, into: memoryview | None = None) -> memoryview:
+        """The bytes of ``where``, read through its shard's one descriptor straight into ``into`` or a fresh buffer."""
+        size = where.end - where.start
+        buffer = memoryview(bytearray(size)) if into is None else into
+        if buffer.nbytes != size:
+            raise ValueError(f"{where}: a buffer of {buffer.nbytes} bytes for {size}")
         self.sources.read_into(where.file, where.start, buffer)
-        self.bytes_read += len(buffer)
+        self.bytes_read += size
         return buffer
 
     def close(self) -> None:

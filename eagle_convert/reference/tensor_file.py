@@ -10,6 +10,7 @@ typed error (exit 2), never a SIGBUS, and a tensor comes back as safe_open gives
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -54,11 +55,12 @@ def torch_shape(info: TensorInfo, where: Path) -> tuple[torch.dtype, tuple[int, 
     return dtype, (*info.shape[:-1], info.shape[-1] // packed)
 
 
-def as_tensor(data: bytearray, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    """``data`` viewed as a ``dtype`` tensor of ``shape`` (it owns ``data``; no copy)."""
-    if not data:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(data, dtype=dtype).view(shape)
+def empty(dtype: torch.dtype, shape: tuple[int, ...], nbytes: int) -> tuple[torch.Tensor, memoryview]:
+    """A new ``dtype`` tensor of ``shape`` (``nbytes`` as stored), uninitialized, and a writable view of its bytes to
+    read them into (no zero-fill, no copy after the read: the kernel's copy is the only one)."""
+    flat = torch.empty(nbytes, dtype=torch.uint8)
+    window = (ctypes.c_char * nbytes).from_address(flat.data_ptr())  # used while ``flat`` lives: the read only
+    return flat.view(dtype).view(shape), memoryview(window).cast("B")
 
 
 class TensorFile:
@@ -75,7 +77,9 @@ class TensorFile:
         """``name``'s tensor, as stored, in memory it owns."""
         info = self.bytes.info(name)
         dtype, shape = torch_shape(info, self.bytes.root / info.shard)
-        return as_tensor(self.bytes.read(name), dtype, shape)
+        tensor, window = empty(dtype, shape, info.nbytes)
+        self.bytes.read(name, window)
+        return tensor
 
     def get_slice(self, name: str) -> TensorSlice:
         """``name``'s tensor, to be indexed: ``get_slice(name)[a:b]`` reads only rows ``a:b`` of it."""
@@ -115,8 +119,9 @@ class TensorSlice:
         if rows is None:
             return self._file.get_tensor(self._info.name)[index]
         start, stop, single = rows
-        data = self._file.bytes.read_rows(self._info.name, start, stop)
-        block = as_tensor(data, self._dtype, (stop - start, *self._shape[1:]))
+        first, end = self._info.rows(start, stop)
+        block, window = empty(self._dtype, (stop - start, *self._shape[1:]), end - first)
+        self._file.bytes.read_rows(self._info.name, start, stop, window)
         return block[(0, *rest)] if single else block[(slice(None), *rest)]
 
     def _rows(self, first: object) -> tuple[int, int, bool] | None:

@@ -114,15 +114,15 @@ class Counts:
         monkeypatch.setattr(tensor_bytes, "SourceFiles", CountedFiles)
         read, read_rows = tensor_bytes.TensorBytes.read, tensor_bytes.TensorBytes.read_rows
 
-        def read_counted(reader: tensor_bytes.TensorBytes, name: str) -> bytearray:
+        def read_counted(reader: tensor_bytes.TensorBytes, name: str, *args: Any) -> memoryview:
             if reader.root.resolve() == draft:
                 tensors[name] += 1
-            return read(reader, name)
+            return read(reader, name, *args)
 
-        def read_rows_counted(reader: tensor_bytes.TensorBytes, name: str, start: int, stop: int) -> bytearray:
+        def read_rows_counted(reader: tensor_bytes.TensorBytes, name: str, *args: Any) -> memoryview:
             if reader.root.resolve() == draft:
                 tensors[name] += 1
-            return read_rows(reader, name, start, stop)
+            return read_rows(reader, name, *args)
 
         monkeypatch.setattr(tensor_bytes.TensorBytes, "read", read_counted)
         monkeypatch.setattr(tensor_bytes.TensorBytes, "read_rows", read_rows_counted)
