@@ -24,6 +24,7 @@ from eagle_convert.read import regular as regular_module
 from eagle_convert.read import tensor_bytes
 from eagle_convert.read.config import DraftConfig, TargetConfig
 from eagle_convert.read.source_files import SourceFiles
+from eagle_convert.reference import tensor_file
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS, TARGETS
@@ -103,8 +104,10 @@ class Counts:
         original_open = safetensors.safe_open
         calls, tensors = self.calls, self.tensors
 
-        # Every reader of the draft's values goes through read/tensor_bytes.py: count the shards its descriptors
-        # open (a second reader, or a reader that opened a shard again, counts twice) and the tensors it reads.
+        # Every reader of the draft's values goes through read/tensor_bytes.py: count the shards its own descriptors
+        # open (a second reader, or a reader that opened a shard again, counts twice), and the tensors read as torch
+        # tensors through reference/tensor_file.py (normalize's plan reads d2t/t2d's bytes on the writer's
+        # descriptors, to decide the vocabulary map: not the draft's values, not counted).
         class CountedFiles(SourceFiles):
             def open(self, path: Path) -> int:
                 if Path(path).resolve().parent == draft and Path(path) not in self._open:
@@ -112,20 +115,18 @@ class Counts:
                 return super().open(path)
 
         monkeypatch.setattr(tensor_bytes, "SourceFiles", CountedFiles)
-        read, read_rows = tensor_bytes.TensorBytes.read, tensor_bytes.TensorBytes.read_rows
+        get_tensor, get_slice = tensor_file.TensorFile.get_tensor, tensor_file.TensorFile.get_slice
 
-        def read_counted(reader: tensor_bytes.TensorBytes, name: str, *args: Any) -> memoryview:
-            if reader.root.resolve() == draft:
-                tensors[name] += 1
-            return read(reader, name, *args)
+        def counted_read(read: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(file: tensor_file.TensorFile, name: str) -> Any:
+                if file.bytes.root.resolve() == draft:
+                    tensors[name] += 1
+                return read(file, name)
 
-        def read_rows_counted(reader: tensor_bytes.TensorBytes, name: str, *args: Any) -> memoryview:
-            if reader.root.resolve() == draft:
-                tensors[name] += 1
-            return read_rows(reader, name, *args)
+            return wrapper
 
-        monkeypatch.setattr(tensor_bytes.TensorBytes, "read", read_counted)
-        monkeypatch.setattr(tensor_bytes.TensorBytes, "read_rows", read_rows_counted)
+        monkeypatch.setattr(tensor_file.TensorFile, "get_tensor", counted_read(get_tensor))
+        monkeypatch.setattr(tensor_file.TensorFile, "get_slice", counted_read(get_slice))
 
         class Handle:  # safetensors' own reader, should anything read the draft through it again
             def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
