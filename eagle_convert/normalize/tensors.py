@@ -2,7 +2,8 @@
 
 Renamed tensors stay byte ranges of their source files (the writer copies them with the kernel); only fused splits
 (still byte ranges: row blocks of a row-major tensor), fc column permutations and vocabulary-map conversions
-compute bytes, one tensor at a time when the writer reaches them.
+compute bytes, one tensor at a time when the writer reaches them. Byte ranges and computed tensors' bytes both come
+from read/tensor_bytes.py, the one reader of values, through the writer's descriptors (``sources``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.config import PROVENANCE_KEY
 from eagle_convert.read.safetensors_header import INT_DTYPES, TensorInfo, tensor_nbytes
 from eagle_convert.read.source_files import SourceFiles
+from eagle_convert.read.tensor_bytes import ByteRange, TensorBytes
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
 
@@ -51,22 +53,22 @@ def nbytes(t: TensorSource) -> int:
     return tensor_nbytes(t.dtype, t.shape) or 0
 
 
-Read = Callable[[TensorInfo], bytes]  # a source tensor's bytes, through the run's one descriptor of its shard
+Read = Callable[[TensorInfo], memoryview]  # a source tensor's bytes, through the run's one descriptor of its shard
 
 
-def _read(sources: SourceFiles, root: Path, t: TensorInfo) -> bytes:
-    return sources.read(root / t.shard, t.start, t.end)
+def _read(values: TensorBytes, t: TensorInfo) -> memoryview:
+    return values.read(t.name)
 
 
-def _row_split(t: TensorInfo, rows: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Byte ranges and shapes of consecutive row blocks of a row-major tensor."""
-    if sum(rows) != t.shape[0]:
+def _row_split(values: TensorBytes, t: TensorInfo, rows: list[int]) -> list[tuple[ByteRange, tuple[int, ...]]]:
+    """Byte ranges and shapes of consecutive row blocks of a row-major tensor (the header's offsets, as every reader
+    of values computes them)."""
+    if not t.shape or sum(rows) != t.shape[0] or t.row_bytes is None:
         raise NormalizeRefused(f"fused tensor {t.name} {list(t.shape)} does not split into rows {rows}")
-    row_bytes = t.nbytes // t.shape[0]
-    out, cursor = [], t.start
+    out, cursor = [], 0
     for r in rows:
-        out.append((cursor, cursor + r * row_bytes, (r, *t.shape[1:])))
-        cursor += r * row_bytes
+        out.append((values.row_range(t.name, cursor, cursor + r), (r, *t.shape[1:])))
+        cursor += r
     return out
 
 
@@ -93,7 +95,7 @@ def _block_order(spec: DraftSpec) -> list[int] | None:
     return None if order == list(range(len(ids))) else order
 
 
-def _permute_blocks(data: bytes, rows: int, blocks: int, order: list[int]) -> bytes:
+def _permute_blocks(data: memoryview, rows: int, blocks: int, order: list[int]) -> bytes:
     """Reorder ``blocks`` equal column blocks in each of ``rows`` rows: new block j = old block order[j]."""
     row = len(data) // rows
     width = row // blocks
@@ -106,7 +108,7 @@ def _permute_blocks(data: bytes, rows: int, blocks: int, order: list[int]) -> by
     return bytes(out)
 
 
-def _ints(data: bytes, dtype: str) -> array.array[int]:
+def _ints(data: memoryview, dtype: str) -> array.array[int]:
     values = array.array(_INT_FORMATS[dtype])
     values.frombytes(data)
     return values
@@ -168,8 +170,8 @@ def plan_tensors(
     order = _block_order(spec)
     position = {old: new for new, old in enumerate(order)} if order else {}
     k = sem.num_aux_hidden_states
-    root = ckpt.root
-    read: Read = partial(_read, sources, root)
+    values = TensorBytes(ckpt, sources)
+    read: Read = partial(_read, values)
     per_shard: dict[str, list[TensorSource]] = {}
     actions: list[TensorAction] = []
     d2t_info: TensorInfo | None = None
@@ -186,7 +188,7 @@ def plan_tensors(
 
     for t in sorted(ckpt.tensors.values(), key=lambda t: (t.shard, t.start)):
         mapped = map_key(t.name, layout, str(src))
-        file = root / t.shard
+        where = values.byte_range(t.name)
         if mapped.action == "drop":
             actions.append(TensorAction(t.name, None, "drop", mapped.why, t.dtype, list(t.shape)))
             continue
@@ -198,10 +200,10 @@ def plan_tensors(
         if mapped.action == "split":
             local = target.split(".", 1)[1] if target.startswith("midlayer.") else target
             parts = _split_rows(spec, local)
-            for (name, _), (start, end, shape) in zip(parts, _row_split(t, [r for _, r in parts]), strict=True):
+            for (name, _), (block, shape) in zip(parts, _row_split(values, t, [r for _, r in parts]), strict=True):
                 emit(
                     t.shard,
-                    TensorSource(name_out("midlayer." + name), t.dtype, shape, file, start, end),
+                    TensorSource(name_out("midlayer." + name), t.dtype, shape, block.file, block.start, block.end),
                     t.name,
                     "split",
                     "engine-internal fusion stored split (rows of the fused tensor)",
@@ -232,7 +234,7 @@ def plan_tensors(
             new = f"fc_norm.{position[int(fc_norm.group(1))]}.weight"
             emit(
                 t.shard,
-                TensorSource(name_out(new), t.dtype, t.shape, file, t.start, t.end),
+                TensorSource(name_out(new), t.dtype, t.shape, where.file, where.start, where.end),
                 t.name,
                 "rename",
                 "fc_norm index follows the ascending aux-layer order",
@@ -282,7 +284,7 @@ def plan_tensors(
             relaid = mapped.action == "keep" and out_name != t.name  # the profile's layout renames it
             emit(
                 t.shard,
-                TensorSource(out_name, t.dtype, t.shape, file, t.start, t.end),
+                TensorSource(out_name, t.dtype, t.shape, where.file, where.start, where.end),
                 t.name,
                 "rename" if relaid else mapped.action,
                 f"{profile} profile stores the layer as {out_layout}" if relaid else mapped.why,

@@ -36,31 +36,45 @@ MAX_TENSORS = 1 << 20
 # the hint of every size limit of what is read: no real checkpoint comes near one
 LIMIT_HINT = f"no real checkpoint comes near this limit ({docs_url('docs/security.md', 'limits')}): check the file"
 
-# Bits per element of every dtype the format defines.
-DTYPE_BITS: Mapping[str, int] = {
-    "BOOL": 8,
-    "U8": 8,
-    "I8": 8,
-    "F8_E4M3": 8,
-    "F8_E5M2": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "U16": 16,
-    "I16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "U32": 32,
-    "I32": 32,
-    "F32": 32,
-    "U64": 64,
-    "I64": 64,
-    "F64": 64,
-    "C64": 64,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
+
+@dataclass(frozen=True)
+class Dtype:
+    """One dtype of the format: bits an element, and the torch dtype ``safe_open(framework="pt")`` gives its values
+    (named, so that headers need no torch: an attribute of ``torch``, absent from older releases; None where
+    safetensors itself refuses the dtype). ``packed`` elements share one torch element: F4's two 4-bit values a byte
+    are one ``float4_e2m1fn_x2``, so the last dimension halves."""
+
+    bits: int
+    torch: str | None
+    packed: int = 1
+
+
+# Every dtype the format defines: the one table the header reader, the value readers and the target's streaming read.
+DTYPES: Mapping[str, Dtype] = {
+    "BOOL": Dtype(8, "bool"),
+    "U8": Dtype(8, "uint8"),
+    "I8": Dtype(8, "int8"),
+    "F8_E4M3": Dtype(8, "float8_e4m3fn"),
+    "F8_E5M2": Dtype(8, "float8_e5m2"),
+    "F8_E8M0": Dtype(8, "float8_e8m0fnu"),
+    "F8_E4M3FNUZ": Dtype(8, "float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": Dtype(8, "float8_e5m2fnuz"),
+    "U16": Dtype(16, "uint16"),
+    "I16": Dtype(16, "int16"),
+    "F16": Dtype(16, "float16"),
+    "BF16": Dtype(16, "bfloat16"),
+    "U32": Dtype(32, "uint32"),
+    "I32": Dtype(32, "int32"),
+    "F32": Dtype(32, "float32"),
+    "U64": Dtype(64, "uint64"),
+    "I64": Dtype(64, "int64"),
+    "F64": Dtype(64, "float64"),
+    "C64": Dtype(64, "complex64"),
+    "F4": Dtype(4, "float4_e2m1fn_x2", packed=2),
+    "F6_E2M3": Dtype(6, None),  # safetensors 0.8: "Dtype not understood"
+    "F6_E3M2": Dtype(6, None),
 }
+DTYPE_BITS: Mapping[str, int] = {name: d.bits for name, d in DTYPES.items()}
 FLOAT_DTYPES = frozenset(d for d in DTYPE_BITS if d.startswith(("F", "BF")))
 INT_DTYPES = frozenset({"U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64"})
 _ENTRY_FIELDS = frozenset({"dtype", "shape", "data_offsets"})
@@ -84,6 +98,20 @@ class TensorInfo:
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def row_bytes(self) -> int | None:
+        """Bytes of one row along the first dimension (a scalar is one row); None when a row is not a whole number
+        of bytes (a 4-bit vector)."""
+        return tensor_nbytes(self.dtype, self.shape[1:])
+
+    def rows(self, start: int, stop: int) -> tuple[int, int]:
+        """Absolute byte offsets of rows ``start:stop`` along the first dimension: a row-major tensor's rows lie
+        back to back, so any run of them is one byte range (a fused tensor's split, an expert of ``[E, ...]``)."""
+        size, count = self.row_bytes, self.shape[0] if self.shape else 1
+        if size is None or not 0 <= start <= stop <= count:
+            raise ValueError(f"{self.name}: rows {start}:{stop} of {self.dtype} x {list(self.shape)}")
+        return self.start + start * size, self.start + stop * size
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from eagle_convert.errors import InputError, SourceChangedError
 from eagle_convert.read.regular import refuse_irregular
 
 _BINARY: int = getattr(os, "O_BINARY", 0)  # Windows only; 0 elsewhere
+_PREADV = getattr(os, "preadv", None)
 CHANGED = "changed while it was read; nothing was written"
 
 
@@ -46,11 +47,13 @@ class SourceFiles:
     """The files a run reads bytes from, each opened once and read through that descriptor.
 
     ``expected`` maps a path to the fingerprint taken when its header was read (None: the fingerprint is taken when
-    the file is first opened here). Use as a context manager, or call :meth:`close`."""
+    the file is first opened here); ``changed`` is what a :class:`SourceChangedError` says happened (a writer's
+    "nothing was written", or a reader's own words). Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, expected: Mapping[Path, Fingerprint | None] | None = None) -> None:
+    def __init__(self, expected: Mapping[Path, Fingerprint | None] | None = None, changed: str = CHANGED) -> None:
         self._expected = {Path(p): f for p, f in (expected or {}).items() if f is not None}
         self._open: dict[Path, tuple[int, Fingerprint]] = {}
+        self._changed = changed
 
     def __enter__(self) -> SourceFiles:
         return self
@@ -76,7 +79,7 @@ class SourceFiles:
                 os.set_blocking(fd, True)
             now = Fingerprint.of(st)
             if self._expected.get(path, now) != now:
-                raise SourceChangedError(CHANGED, path=path)
+                raise SourceChangedError(self._changed, path=path)
         except BaseException:
             os.close(fd)
             raise
@@ -99,10 +102,27 @@ class SourceFiles:
         while pos < end:
             chunk = os.pread(fd, end - pos, pos)
             if not chunk:
-                raise SourceChangedError(f"ended at byte {pos}, before byte {end}: {CHANGED}", path=path)
+                raise SourceChangedError(f"ended at byte {pos}, before byte {end}: {self._changed}", path=path)
             parts.append(chunk)
             pos += len(chunk)
         return b"".join(parts)
+
+    def read_into(self, path: Path, start: int, buffer: bytearray | memoryview) -> None:
+        """Fill ``buffer`` with the bytes of ``path`` from ``start`` on, through its one descriptor, straight into
+        ``buffer`` (the kernel's copy is the only one)."""
+        fd = self.open(path)
+        view, done = memoryview(buffer).cast("B"), 0
+        while done < len(view):
+            if _PREADV is not None:
+                n = _PREADV(fd, [view[done:]], start + done)
+            else:  # no preadv (macOS before 11): a chunk at a time
+                chunk = os.pread(fd, len(view) - done, start + done)
+                n = len(chunk)
+                view[done : done + n] = chunk
+            if n == 0:
+                end = start + len(view)
+                raise SourceChangedError(f"ended at byte {start + done}, before byte {end}: {self._changed}", path=path)
+            done += n
 
     def check_unchanged(self) -> None:
         """Every file opened here is still what was fingerprinted, by its descriptor and by its path (not written
@@ -113,7 +133,7 @@ class SourceFiles:
             except OSError:
                 by_path = None
             if Fingerprint.of(os.fstat(fd)) != expected or by_path != expected:
-                raise SourceChangedError(CHANGED, path=path)
+                raise SourceChangedError(self._changed, path=path)
 
     def close(self) -> None:
         while self._open:

@@ -2,16 +2,20 @@
 
 ``verify --level tensors`` streams the tensors through :class:`TensorReader` and drops each after its checks; when a
 forward level follows, the reader keeps what it read, so the reference forward loads the draft without reading
-the shards again.
+the shards again. The values come through ``reference/tensor_file.py`` (the strict header's offsets, one checked
+descriptor a shard), as every reader of values gets them.
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from eagle_convert.reference.tensor_file import TensorFile
 
 if TYPE_CHECKING:
+    import torch
+
     from eagle_convert.read.checkpoint import Checkpoint
 
 
@@ -22,30 +26,21 @@ class TensorReader:
     def __init__(self, ckpt: Checkpoint, *, keep: bool = False) -> None:
         self.ckpt = ckpt
         self.keep = keep
-        self._stack = ExitStack()
-        self._shards: dict[str, Any] = {}
-        self._kept: dict[str, Any] = {}
+        self._file = TensorFile(ckpt)
+        self._kept: dict[str, torch.Tensor] = {}
 
-    def get(self, name: str) -> Any:
-        """The tensor stored as ``name`` (a torch.Tensor)."""
+    def get(self, name: str) -> torch.Tensor:
+        """The tensor stored as ``name``."""
         if name in self._kept:
             return self._kept[name]
-        shard = self.ckpt.tensors[name].shard
-        handle = self._shards.get(shard)
-        if handle is None:
-            from safetensors import safe_open
-
-            handle = self._stack.enter_context(safe_open(str(self.ckpt.root / shard), framework="pt"))
-            self._shards[shard] = handle
-        tensor = handle.get_tensor(name)
+        tensor = self._file.get_tensor(name)
         if self.keep:
             self._kept[name] = tensor
         return tensor
 
     def close(self) -> None:
         """Close the shards and drop the kept tensors (whoever holds them keeps them)."""
-        self._stack.close()
-        self._shards.clear()
+        self._file.close()
         self._kept.clear()
 
     def __enter__(self) -> TensorReader:

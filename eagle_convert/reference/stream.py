@@ -1,11 +1,16 @@
 """Reading a target's weights for the streamed reference (reference/hf_target.py): :class:`MappedShards` maps each
 tensor straight from its safetensors shard (``mmap`` of the tensor's pages, ``torch.frombuffer`` at the byte offsets
-the strict header reader found): no copy is made where the stored dtype is the compute dtype, and when the last view
-of a tensor dies its mapping is unmapped, so the resident set falls back (the page cache, not the process, keeps the
-file). Measured on a 400 MB tensor: VmRSS 218 -> 621 MB while mapped and used, 222 MB after its views were dropped.
-The mapping is private (copy-on-write): a caller that writes into a weight gets its own pages, never a fault or a
-changed file. A dtype conversion or dequantization copies, and that copy is freed the same way. :func:`touch` faults
-a mapped tensor's pages in on the thread that reads ahead, so the compute thread takes no page faults.
+the strict header reader found, in the dtype of the one table ``reference/tensor_file.py`` reads the draft with): no
+copy is made where the stored dtype is the compute dtype, and when the last view of a tensor dies its mapping is
+unmapped, so the resident set falls back (the page cache, not the process, keeps the file). Measured on a 400 MB
+tensor: VmRSS 218 -> 621 MB while mapped and used, 222 MB after its views were dropped. The mapping is private
+(copy-on-write): a caller that writes into a weight gets its own pages, never a fault or a changed file. A dtype
+conversion or dequantization copies, and that copy is freed the same way. :func:`touch` faults a mapped tensor's pages
+in on the thread that reads ahead, so the compute thread takes no page faults.
+
+The draft's values are read with ``pread`` instead (reference/tensor_file.py): a shard truncated mid-run is a typed
+error there, where a mapping takes SIGBUS. Reading the target that way measured several times slower than mapping
+it (bench/bench_read.py: an 8B-shaped bfloat16 target from the page cache), so the target keeps its mapping.
 """
 
 from __future__ import annotations
@@ -13,28 +18,14 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from eagle_convert.errors import InputError
 from eagle_convert.read.safetensors_header import TensorInfo
+from eagle_convert.reference.tensor_file import torch_shape
 
-TORCH_DTYPES: Mapping[str, torch.dtype] = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "F8_E4M3": torch.float8_e4m3fn,
-    "F8_E5M2": torch.float8_e5m2,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
-}
 PAGE = mmap.ALLOCATIONGRANULARITY
 
 
@@ -48,25 +39,21 @@ class MappedShards:
 
     def map(self, info: TensorInfo) -> torch.Tensor:
         """``info``'s tensor as stored, viewing a private mapping of its pages (unmapped when the last view dies)."""
-        return self.map_rows(info, 0, info.shape[0] if info.shape else 1)
+        dtype, shape = torch_shape(info, self.directory / info.shard)  # the one table every reader of values uses
+        return self._map(info.shard, info.start, info.nbytes, dtype, shape)
 
     def map_rows(self, info: TensorInfo, start: int, stop: int) -> torch.Tensor:
         """Rows ``start:stop`` of ``info``'s tensor (along its first dimension) as stored, viewing a private mapping
         of only their pages: a fused ``[E, ...]`` tensor is read an expert at a time, never whole."""
-        dtype = TORCH_DTYPES.get(info.dtype)
-        if dtype is None:
-            raise InputError(
-                f"tensor {info.name!r} is stored as {info.dtype}, which the reference models do not read",
-                path=self.directory / info.shard,
-            )
-        rows = info.shape[0] if info.shape else 1
-        shape = (stop - start, *info.shape[1:]) if info.shape else ()
-        row_bytes = info.nbytes // rows if rows else 0
-        first, nbytes = info.start + start * row_bytes, (stop - start) * row_bytes
+        dtype, stored = torch_shape(info, self.directory / info.shard)
+        first, end = info.rows(start, stop)  # the header's offsets, as every reader computes them
+        return self._map(info.shard, first, end - first, dtype, (stop - start, *stored[1:]) if stored else ())
+
+    def _map(self, shard: str, first: int, nbytes: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
         offset = first - first % PAGE  # mmap offsets are page multiples
-        pages = mmap.mmap(self._fd(info.shard), first + nbytes - offset, access=mmap.ACCESS_COPY, offset=offset)
+        pages = mmap.mmap(self._fd(shard), first + nbytes - offset, access=mmap.ACCESS_COPY, offset=offset)
         skip = first - offset
         if skip % dtype.itemsize:  # a misaligned tensor (a writer that did not pad): copy it into aligned memory
             flat = torch.frombuffer(pages, dtype=torch.uint8, count=nbytes, offset=skip).clone().view(dtype)

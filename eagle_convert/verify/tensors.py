@@ -1,7 +1,8 @@
 """Tensor-content checks (verify --level tensors): values read one tensor at a time, in bounded chunks.
 
 Peak memory is about one tensor plus one float32 chunk, whatever the checkpoint size. torch is imported here
-only; `safetensors.safe_open` reads each tensor from the shard that the strict header reader validated.
+only; each tensor is read at the offsets the strict header reader validated, through the shard's one checked
+descriptor (reference/tensor_file.py).
 """
 
 from __future__ import annotations
