@@ -199,7 +199,8 @@ def test_shell_completion_is_installed_and_completes_choices() -> None:
     # typed in bash, as a user does: typer finds the shell among the command's parents (a test run's own parents
     # need not hold one: it failed when pytest was started under `timeout`)
     shown = subprocess.run(
-        ["bash", "-c", f"{shlex.quote(sys.executable)} -m eagle_convert --show-completion"],
+        # (`; exit $?`: bash -c would exec a lone command, and the shell would no longer be its parent)
+        ["bash", "-c", f"{shlex.quote(sys.executable)} -m eagle_convert --show-completion; exit $?"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert shown.returncode == 0 and "_EAGLE_CONVERT_COMPLETE=complete_bash" in shown.stdout
