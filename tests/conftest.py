@@ -18,7 +18,8 @@ SCHEMAS = ROOT / "eagle_convert" / "schemas"  # package data: the wheel ships th
 
 # ---- progress of long tests: a line when a slow test starts, and one a minute while any test runs long ------------
 
-HEARTBEAT_S = 60.0  # a test still running after this long says so, and again every HEARTBEAT_S
+HEARTBEAT_S = float(os.environ.get("EAGLE_CONVERT_TEST_HEARTBEAT_S", "60"))  # a test still running after this
+# long says so, and again every HEARTBEAT_S
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -55,6 +56,58 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         elapsed = time.monotonic() - start
         if elapsed >= HEARTBEAT_S or item.get_closest_marker("slow") is not None:
             reporter.write_line(f"  {item.nodeid} took {elapsed:.0f} s")
+
+
+class _WorkersWatch:
+    """Under pytest-xdist the tests run in workers, whose output never reaches the run's terminal: this controller
+    plugin hears each test start and finish (xdist forwards both) and says, as the hook above does in one process,
+    which tests run past HEARTBEAT_S, every HEARTBEAT_S, and how long they took."""
+
+    def __init__(self, reporter: Any) -> None:
+        import threading
+
+        self.reporter, self.running, self.lock = reporter, {}, threading.Lock()
+        self.stop = threading.Event()
+        threading.Thread(target=self._beat, daemon=True).start()
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        import time
+
+        with self.lock:
+            self.running[nodeid] = time.monotonic()
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        import time
+
+        with self.lock:
+            start = self.running.pop(nodeid, None)
+        if start is not None and time.monotonic() - start >= HEARTBEAT_S:
+            self.reporter.write_line(f"  {nodeid} took {time.monotonic() - start:.0f} s")
+
+    def pytest_unconfigure(self) -> None:
+        self.stop.set()
+
+    def _beat(self) -> None:
+        import time
+
+        while not self.stop.wait(HEARTBEAT_S):
+            now = time.monotonic()
+            with self.lock:
+                long = [(n, now - t) for n, t in self.running.items() if now - t >= HEARTBEAT_S]
+            for nodeid, elapsed in long:
+                minutes, seconds = divmod(int(elapsed), 60)
+                self.reporter.write_line(f"  ... {nodeid} still running ({minutes}:{seconds:02d})")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller of an xdist run (workers > 0) watches its workers' tests (unless -q)."""
+    config = session.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    workers = getattr(config.option, "numprocesses", None)
+    if reporter is None or config.get_verbosity() < 0 or not workers or "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    config.pluginmanager.register(_WorkersWatch(reporter), "eagle-convert-workers-watch")
 
 
 # ---- every JSON document the tool writes during a test validates against its published schema ---------------------
