@@ -310,10 +310,8 @@ class VerifyRequest:
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
             if level in ("target", "engine") and has_weights(self.target):  # the reference target runs here
                 require_packages(f"--level {level}", REFERENCE_TARGET_PACKAGES)
-        if level == "engine" and server is None:  # fail fast, before the probe runs, when there is no engine
-            from eagle_convert.real_engine import engine_python
-
-            engine_python(in_process.python if in_process else None)
+        if engine_settings is not None and server is None:  # fail fast, before the probe runs, without the engine
+            _engine_installed(engine_settings)
         if level in ("target", "engine") and server is None and not has_weights(self.target):
             raise UsageError(
                 f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
@@ -364,12 +362,11 @@ class CheckedRequest:
         recorded = recorded_releases(config) if self.engine_source == "default" else []
         if not recorded:
             return self
-        if self.engine_settings is not None and self.engine_settings.engine_args and self.server is None:
-            from eagle_convert.real_engine.engine_args import check_engine_args
-
-            # the engine level runs the recorded engines' runner: the user's settings are checked by its names
-            check_engine_args(engine_level_engine(recorded), dict(self.engine_settings.engine_args))
-        return replace(self, releases=recorded, engine_source="draft")
+        settings = self.engine_settings
+        if settings is not None and self.server is None:  # the engine level runs the recorded engines' runner
+            settings = _runner_settings(settings, recorded)
+            _engine_installed(settings)
+        return replace(self, releases=recorded, engine_source="draft", engine_settings=settings)
 
     @property
     def depth(self) -> int:
@@ -464,10 +461,28 @@ def _check_engine_run(run: InProcessEngine | AttachedServer | None, level: str) 
 
 def _engine_settings(engine: InProcessEngine, releases: list[Release], settings: dict[str, Any]) -> EngineSettings:
     """The in-process engine's settings: the user's engine settings (read once by validate, less the deployment
-    settings) checked by the engine's own names."""
+    settings), and the engine that runs them, decided here once for the selected releases."""
     from eagle_convert.real_engine import EngineSettings
-    from eagle_convert.real_engine.engine_args import check_engine_args
 
-    if settings:
-        check_engine_args(engine_level_engine(releases), settings)
-    return EngineSettings(python=engine.python, new_tokens=engine.new_tokens, engine_args=settings)
+    return _runner_settings(
+        EngineSettings(python=engine.python, new_tokens=engine.new_tokens, engine_args=settings), releases
+    )
+
+
+def _engine_installed(settings: EngineSettings) -> None:
+    """EngineNotInstalledError (exit 2) before any work when the engine that runs the engine level has no
+    environment (its own: SGLang's is not vLLM's)."""
+    from eagle_convert.real_engine import engine_python
+
+    engine_python(settings.python, engine=settings.engine)
+
+
+def _runner_settings(settings: EngineSettings, releases: list[Release]) -> EngineSettings:
+    """``settings`` for the engine that runs the engine level for ``releases`` (the one home of that decision),
+    the user's engine settings checked by that engine's own names."""
+    runner = engine_level_engine(releases)
+    if settings.engine_args:
+        from eagle_convert.real_engine.engine_args import check_engine_args
+
+        check_engine_args(runner, dict(settings.engine_args))
+    return replace(settings, engine=runner)

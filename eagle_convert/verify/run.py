@@ -22,7 +22,7 @@ from eagle_convert.probe.session import Session
 from eagle_convert.read.checkpoint import Checkpoint
 from eagle_convert.read.digest import FileDigest, hash_files
 from eagle_convert.read.hub_store import HubStore, open_source
-from eagle_convert.releases import EngineView, engine_level_engine
+from eagle_convert.releases import EngineView
 from eagle_convert.rules.finding import SEVERITIES, Finding
 from eagle_convert.rules.registry import LEVELS, RULES, finding
 from eagle_convert.verify.context import Context, map_names, static_checks
@@ -283,8 +283,7 @@ def _forward_levels(run: Run, reader: TensorReader) -> tuple[list[Finding], Prob
 
     asked = checked.request
     chosen_engine = replace(
-        checked.engine_settings or EngineSettings(),
-        engine=engine_level_engine(checked.releases),
+        checked.engine_settings or EngineSettings(),  # its engine decided once, by validate (_runner_settings)
         token_ids=checked.token_ids,
         prompts=checked.prompts,
         steps=asked.probe.steps,

@@ -231,3 +231,33 @@ def test_engine_tokens_reach_the_settings_of_either_engine_run(tmp_path: Path) -
             VerifyRequest(engine_run=run, target=tmp_path, level="engine").validate()
     with pytest.raises(UsageError, match="--level target does not run"):
         VerifyRequest(engine_run=InProcessEngine(new_tokens=16), target=tmp_path, level="target").validate()
+
+
+def test_the_engine_level_looks_for_the_environment_of_the_engine_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--engine sglang --level engine runs SGLang: the fail-fast check before any work looks for SGLang's environment
+    (.venv-sglang), not vLLM's, and the settings carry the engine decided once (validate)."""
+    pytest.importorskip("torch")
+    from eagle_convert.engines import BY_NAME
+    from eagle_convert.errors import EngineNotInstalledError
+    from eagle_convert.real_engine import base, env
+
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(
+        json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
+                    "hidden_size": 64, "vocab_size": 256})
+    )  # fmt: skip
+    (target / "model.safetensors").write_bytes(b"")  # only looked for here: validate reads no weight
+    sglang = tmp_path / "work" / str(BY_NAME["sglang"].environment) / "bin" / "python"
+    sglang.parent.mkdir(parents=True)
+    sglang.write_text("#!/bin/sh\n")
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setattr(base, "PACKAGE_ROOT", tmp_path / "no-checkout")  # neither environment beside the package
+    monkeypatch.setenv(env.HOME_ENV, str(tmp_path / "no-home"))
+    monkeypatch.delenv(base.ENGINE_PYTHON_ENV, raising=False)
+    checked = VerifyRequest(target=target, engine="sglang", level="engine").validate()
+    assert checked.engine_settings is not None and checked.engine_settings.engine == "sglang"
+    with pytest.raises(EngineNotInstalledError):  # vLLM's environment is not there: its run is refused up front
+        VerifyRequest(target=target, engine="vllm", level="engine").validate()
