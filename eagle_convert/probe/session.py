@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle_convert.errors import EagleConvertError, UsageError
@@ -159,7 +158,7 @@ def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | N
     """The target's weights (its shards' names, nothing read), when the target's folder has them."""
     if target_cfg is None:
         return None
-    directory = Path(target_cfg.source).parent
+    directory = target_cfg.directory
     if not any(directory.glob("*.safetensors")):
         return None
     from eagle_convert.reference import fp8

@@ -78,7 +78,7 @@ class Target:
         cls, config: TargetConfig, compute: Compute = CPU_FLOAT32, weights: SafetensorsWeights | None = None
     ) -> Target:
         """The target whose config.json was read as ``config`` (its directory holds the weights)."""
-        return cls(Path(config.source).parent, compute, config=config, weights=weights)
+        return cls(config.directory, compute, config=config, weights=weights)
 
     def on(self, compute: Compute) -> Target:
         """This target (same config and weights, nothing re-read) on another device or dtype."""

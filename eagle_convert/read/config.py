@@ -430,6 +430,11 @@ class TargetConfig:
     eos_token_id: int | None = None  # the end-of-sequence token (the first when config.json lists several)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # config.json as read
 
+    @property
+    def directory(self) -> Path:
+        """The target's folder (its config.json's): where its weights, tokenizer and chat template are."""
+        return Path(self.source).parent
+
     @classmethod
     def from_path(cls, path: str | Path) -> TargetConfig:
         path = Path(path)

@@ -51,7 +51,7 @@ def served_findings(
     target's weights absent or too big, no torch here)."""
     from eagle_convert.real_engine import BELOW_PROBE_MARGIN, MIN_DRAFTS, engine_prompts, predict
 
-    target = Path(target_config.source).parent
+    target = target_config.directory
     prompts = engine_prompts(target, settings, target_config)
     measured = attached.run(
         server.url,
