@@ -48,7 +48,6 @@ from eagle_convert.releases import (
     FAMILY_MODEL_TYPE,
     RELEASES,
     engine_view,
-    recorded_releases,
     resolve_engines,
 )
 from eagle_convert.rules.finding import Finding
@@ -197,7 +196,7 @@ def normalize_checkpoint(
         with sources:
             write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check, sources=sources)
         report.written = True
-        report.verify = verdicts(out, recorded_releases(raw_out), req.target)
+        report.verify = verdicts(out, req.target)
     return report
 
 

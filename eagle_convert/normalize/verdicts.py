@@ -1,7 +1,8 @@
 """What ``verify`` says of a written draft, release by release: normalize's report ends with it.
 
-The releases are the ones the written config records (``eagle_convert.engines``, the profile's engines), which are
-what ``verify OUT`` checks when no ``--engine`` is given; each is verified on its own, at verify's default level, with
+The releases are the ones ``verify OUT`` checks when no ``--engine`` is given, as verify itself chooses them: those
+the written config records (``eagle_convert.engines``, the profile's engines), else the deployed ones (the
+speculators format has no place for the record). Each is verified on its own, at verify's default level, with
 normalize's ``--target``, so a problem normalize cannot fix is named here instead of a clean-looking plan.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle_convert.releases import Release
+from eagle_convert.releases import resolve_engines
 
 SEVERE = ("error", "warning")
 
@@ -56,14 +57,15 @@ class Verdicts:
         }
 
 
-def verdicts(out: Path, releases: list[Release], target: Path | None) -> Verdicts:
-    """verify's verdict on the draft written to ``out`` for each of ``releases`` (static: configs and headers; no
-    byte is hashed), with the target normalize was given."""
+def verdicts(out: Path, target: Path | None) -> Verdicts:
+    """verify's verdict on the draft written to ``out`` for each release ``verify OUT`` checks (static: configs and
+    headers; no byte is hashed), with the target normalize was given."""
     from eagle_convert.verify.request import DEFAULT_LEVEL, VerifyRequest
     from eagle_convert.verify.run import verify_checkpoint
 
+    chosen = verify_checkpoint(out, VerifyRequest(target=target, compute_hashes=False)).engine  # verify's own choice
     found = []
-    for release in releases:
+    for release in resolve_engines(chosen):
         report = verify_checkpoint(out, VerifyRequest(target=target, engine=release.name, compute_hashes=False))
         errors, warnings = (tuple(dict.fromkeys(f.rule_id for f in report.findings if f.severity == s)) for s in SEVERE)
         found.append(ReleaseVerdict(release.name, report.status, errors, warnings))

@@ -62,7 +62,7 @@ def normalize_summary(report: NormalizeReport) -> str:
     if report.verify is None:
         return line
     passed = sum(v.status == "pass" for v in report.verify.releases)
-    return f"{line}; verify: {report.verify.status.upper()} on {passed} of {len(report.verify.releases)} release(s)"
+    return f"{line}; verify: {report.verify.status.upper()} ({passed} of {len(report.verify.releases)} release(s) pass)"
 
 
 def verify_verdicts(report: NormalizeReport) -> Table | None:

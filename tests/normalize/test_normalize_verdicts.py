@@ -98,3 +98,23 @@ def test_an_engine_given_or_set_wins_over_the_record(fx: Path, tmp_path: Path) -
     )  # fmt: skip
     report = json.loads(done.stdout)
     assert report["engine_source"] == "given" and report["engine"] == "vllm@0.28"
+
+
+def test_a_format_without_a_record_is_judged_as_verify_judges_it(fx: Path, tmp_path: Path) -> None:
+    """The speculators format has no place for the record: `verify OUT` checks the deployed releases, and normalize's
+    verdict is over the same ones (it was over none, an empty pass); SGLang reads no speculators config."""
+    report = normalize_checkpoint(
+        fx / "layouts" / "specforge-mha", tmp_path / "out", profile="speculators", target_family="llama"
+    )
+    assert report.verify is not None
+    deployed = [r.name for r in RELEASES.values() if r.deployed and r.engine in ("vllm", "sglang")]
+    assert sorted(v.release for v in report.verify.releases) == sorted(deployed)
+    verified = verify_checkpoint(tmp_path / "out", compute_hashes=False)
+    assert verified.engine_source == "default" and report.verify.status == verified.status == "fail"
+    assert {v.release for v in report.verify.releases if v.status == "pass"} == set(deployed_of("vllm"))
+    done = run_cli("normalize", str(fx / "layouts" / "specforge-mha"), str(tmp_path / "again"), "-q",
+                   "--profile", "speculators", "--target-family", "llama")  # fmt: skip
+    assert (
+        done.returncode == 0
+        and f"verify: FAIL ({len(deployed_of('vllm'))} of {len(deployed)} release(s) pass)" in done.stdout
+    )
