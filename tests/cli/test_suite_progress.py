@@ -20,6 +20,8 @@ def test_sleepy():
 
 
 def test_a_long_test_on_a_worker_says_it_is_still_running(tmp_path: Path) -> None:
+    # a run of its own: not a worker of this one (whose PYTEST_XDIST_WORKER would make the child think it is one)
+    own_run = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
     folder = ROOT / "tests" / f"_progress_{os.getpid()}"  # under tests/: the suite's conftest.py applies
     folder.mkdir()
     try:
@@ -27,7 +29,7 @@ def test_a_long_test_on_a_worker_says_it_is_still_running(tmp_path: Path) -> Non
         done = subprocess.run(
             [sys.executable, "-m", "pytest", str(folder), "-n", "2", "-p", "no:cacheprovider"],
             capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
-            env={**os.environ, "EAGLE_CONVERT_TEST_HEARTBEAT_S": "1"},
+            env={**own_run, "EAGLE_CONVERT_TEST_HEARTBEAT_S": "1"},
         )  # fmt: skip
     finally:
         for path in sorted(folder.rglob("*"), reverse=True):
