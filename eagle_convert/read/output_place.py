@@ -286,8 +286,9 @@ def make_staging(out: Path, kind: str) -> Path:
         except FileExistsError:  # 64 random bits collided; draw again
             _staging.discard(path)
             continue
-        except BaseException:
-            _staging.discard(path)
+        except BaseException:  # an interrupt: it can land after the folder was made, before this line is reached
+            if not os.path.lexists(path):
+                _staging.discard(path)
             raise
         try:
             mark_staging(path)

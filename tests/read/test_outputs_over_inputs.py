@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from safetensors.torch import load_file
@@ -255,3 +256,25 @@ def test_a_staging_folder_is_removed_with_its_marker_last(tmp_path: Path, monkey
     users.mkdir()
     (users / "notes.txt").write_text("mine")
     assert op.is_leftover_staging(empty) and not op.is_leftover_staging(users)
+
+
+def test_an_interrupt_just_after_the_staging_folder_is_made_still_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupt lands when mkdir has made the folder but before make_staging goes on (the signal test's moment
+    "staging folder made" left .out.partial-* once in CI): the folder stays registered, and the run's clean-up on its
+    way out removes it."""
+    from eagle_convert.read import output_place as op
+
+    real = os.mkdir
+
+    def made_then_interrupted(path: Any, *args: Any) -> None:
+        real(path, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(op.os, "mkdir", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        op.make_staging(tmp_path / "out", "partial")
+    monkeypatch.setattr(op.os, "mkdir", real)
+    assert [p.name.startswith(".out.partial-") for p in tmp_path.iterdir()] == [True]
+    assert op.remove_leftover_staging() == [] and list(tmp_path.iterdir()) == []
