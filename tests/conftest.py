@@ -42,9 +42,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
     def beat() -> None:
         while not done.wait(HEARTBEAT_S):
-            minutes, seconds = divmod(int(time.monotonic() - start), 60)
             with capture.global_and_fixture_disabled() if capture else nullcontext():  # past the output capture
-                reporter.write_line(f"  ... {item.nodeid} still running ({minutes}:{seconds:02d})")
+                reporter.write_line(_still_running(item.nodeid, time.monotonic() - start))
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
@@ -55,7 +54,16 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         thread.join()
         elapsed = time.monotonic() - start
         if elapsed >= HEARTBEAT_S or item.get_closest_marker("slow") is not None:
-            reporter.write_line(f"  {item.nodeid} took {elapsed:.0f} s")
+            reporter.write_line(_took(item.nodeid, elapsed))
+
+
+def _still_running(nodeid: str, elapsed: float) -> str:
+    minutes, seconds = divmod(int(elapsed), 60)
+    return f"  ... {nodeid} still running ({minutes}:{seconds:02d})"
+
+
+def _took(nodeid: str, elapsed: float) -> str:
+    return f"  {nodeid} took {elapsed:.0f} s"
 
 
 class _WorkersWatch:
@@ -82,7 +90,7 @@ class _WorkersWatch:
         with self.lock:
             start = self.running.pop(nodeid, None)
         if start is not None and time.monotonic() - start >= HEARTBEAT_S:
-            self.reporter.write_line(f"  {nodeid} took {time.monotonic() - start:.0f} s")
+            self.reporter.write_line(_took(nodeid, time.monotonic() - start))
 
     def pytest_unconfigure(self) -> None:
         self.stop.set()
@@ -95,8 +103,7 @@ class _WorkersWatch:
             with self.lock:
                 long = [(n, now - t) for n, t in self.running.items() if now - t >= HEARTBEAT_S]
             for nodeid, elapsed in long:
-                minutes, seconds = divmod(int(elapsed), 60)
-                self.reporter.write_line(f"  ... {nodeid} still running ({minutes}:{seconds:02d})")
+                self.reporter.write_line(_still_running(nodeid, elapsed))
 
 
 @pytest.hookimpl(trylast=True)
