@@ -81,8 +81,8 @@ class AttachedServer:
         metavar="URL",
         panel=SERVER_PANEL,
         help="Measure the draft on a running server that serves --target with it (vLLM's OpenAI-compatible server, "
-        f"SGLang's or trtllm-serve, detected; --engine {'|'.join(ATTACHABLE)} forces one): the engine level "
-        "without starting an engine, so --target needs only its config. Implies --level engine.",
+        f"SGLang's or trtllm-serve, detected; releases of one engine, e.g. --engine {'|'.join(ATTACHABLE)}, name it): "
+        "the engine level without starting an engine, so --target needs only its config. Implies --level engine.",
     )
     token: str | None = option(  # else $EAGLE_CONVERT_ENGINE_URL_TOKEN (the command line reads it); never printed
         None,
@@ -107,7 +107,7 @@ class AttachedServer:
         panel=SERVER_PANEL,
         help="--engine-url: seconds one request may take.",
     )
-    engine: str | None = None  # --engine vllm|sglang|trtllm: skip detection
+    engine: str | None = None  # the server's engine, not detected: the one engine of the --engine selection
     new_tokens: int = new_tokens_option()  # --engine-tokens: new tokens asked for per prompt
 
 

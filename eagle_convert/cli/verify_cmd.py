@@ -103,7 +103,7 @@ def verify(
     if as_json and output_format not in ("human", "json"):
         raise UsageError(f"--json and --format {output_format} ask for two formats", hint="give one of them")
     fmt = "json" if as_json else output_format
-    engine_run = _engine_run(options, options["engine"])
+    engine_run = _engine_run(options)
     request = request_of(VerifyRequest, options, load_settings(Path.cwd()), "verify", engine_run=engine_run)
     checked = request.validate()  # every usage error, before any checkpoint is opened
     checkpoints = checkpoint_paths(paths)
@@ -164,13 +164,12 @@ def _notice(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
-def _engine_run(values: dict[str, Any], engine: str | None) -> InProcessEngine | AttachedServer:
+def _engine_run(values: dict[str, Any]) -> InProcessEngine | AttachedServer:
     """The engine level's run, its options taken out of ``values``: the running server of --engine-url, else the
-    engine the level starts. An option of the other run is a usage error, never dropped; --engine names the server's
-    engine only when it is one of those --engine-url measures (a release list leaves it to detection)."""
+    engine the level starts. An option of the other run is a usage error, never dropped."""
     from eagle_convert.engines import AttachedServer
     from eagle_convert.options import build, declared
-    from eagle_convert.real_engine.attached import ENGINES, token_from_env
+    from eagle_convert.real_engine.attached import token_from_env
     from eagle_convert.verify.request import InProcessEngine
 
     local, served = list(declared(InProcessEngine)), list(declared(AttachedServer))
@@ -186,9 +185,8 @@ def _engine_run(values: dict[str, Any], engine: str | None) -> InProcessEngine |
             "--engine-arg, --engine-config and --engine-python set the engine the engine level starts; with "
             "--engine-url the server runs with its own settings"
         )
-    forced = engine.strip().lower() if engine is not None and engine.strip().lower() in ENGINES else None
     server = build(AttachedServer, {d.name: given[d.name] for d in served}, "engine")
-    return replace(server, token=server.token or token_from_env(), engine=forced)
+    return replace(server, token=server.token or token_from_env())
 
 
 def _no_stray_folder(checkpoints: list[Path]) -> None:

@@ -51,8 +51,36 @@ class AuxLayers:
     convention: str  # "output-of", "input-to", "default" or "ambiguous"
     confidence: str
     evidence: list[str]
-    hidden_state_indices: list[int] | None
+    hidden_state_indices: list[int] | None  # the hs[] the weights were trained on, ascending; None when unknown
     states_by_convention: dict[str, list[int]]  # what the ids select under each convention (inspect: "readings")
+
+    # The one home of "which states the draft was trained on": every part reads it from here.
+
+    @property
+    def trained_order(self) -> list[int] | None:
+        """The hs[] the draft was trained on in its fc's order: its ids' order where they name the trained states (a
+        release that sorts what it captures cannot feed another order), else ascending; None when unknown."""
+        states = self.hidden_state_indices
+        if states is None or not self.ids or self.convention not in SHIFT:
+            return states
+        ordered = [state_of(i, self.convention) for i in self.ids]
+        return ordered if sorted(set(ordered)) == states else states
+
+    def trained(self, measured: list[int] | None = None) -> list[int] | None:
+        """The hs[] the weights were trained on: the ids under their convention (or the defaults the producer trains
+        with); for ambiguous ids, the states a probe ``measured`` best, when one ran; else None."""
+        if self.hidden_state_indices is not None:
+            return list(self.hidden_state_indices)
+        return list(measured) if measured is not None and self.convention == "ambiguous" else None
+
+    def probed(self, num_layers: int) -> tuple[str, list[int]]:
+        """(its name, the hs[]) of the reading the probe measures as configured: the trained states where known,
+        the ids read as input-to where they are ambiguous, else the engines' default capture for ``num_layers``."""
+        if self.hidden_state_indices is not None:
+            return "configured", list(self.hidden_state_indices)
+        if self.ids:
+            return "ids as input-to", to_hidden_states(self.ids, "input-to")
+        return "engine defaults", default_hidden_states(num_layers)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from eagle_convert.draft.detect import DraftSpec
 from eagle_convert.draft.layouts import split_name
 from eagle_convert.draft.truth import DraftTruth, draft_truth
 from eagle_convert.gate.deployment import CAPTURE_KEY, capture_from_deployment
-from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, SHIFT, id_of, state_of
+from eagle_convert.read.config import FAMILY_MODEL_TYPE, IDS_KEY, id_of
 from eagle_convert.releases import ENGINES, EngineView, Release, engine_view, newest, resolve_engines
 from eagle_convert.rules.finding import Finding
 from eagle_convert.rules.registry import finding
@@ -453,7 +453,7 @@ def views(
 ) -> list[EngineView]:
     """Each release's view of the draft's config for its target, with the user's deployment settings (TensorRT-LLM's
     ``eagle3_layers_to_capture``; the other engines read none)."""
-    mt, n, target, trained = target_model_type(spec), spec.target.num_hidden_layers, spec.target, trained_order(spec)
+    mt, n, target, trained = target_model_type(spec), spec.target.num_hidden_layers, spec.target, spec.aux.trained_order
     return [
         engine_view(
             r,
@@ -469,24 +469,13 @@ def views(
     ]
 
 
-def trained_order(spec: DraftSpec) -> list[int] | None:
-    """The hs[] the draft was trained on in its fc's order: its ids' order where they name the trained states (a
-    release that sorts what it captures cannot feed another order), else ascending; None when unknown."""
-    aux = spec.aux
-    states = aux.hidden_state_indices
-    if states is None or not aux.ids or aux.convention not in SHIFT:
-        return states
-    ordered = [state_of(i, aux.convention) for i in aux.ids]
-    return ordered if sorted(set(ordered)) == states else states
-
-
 def gate_findings(spec: DraftSpec, tensor_names: Iterable[str], chosen: list[EngineView]) -> list[Finding]:
     """One finding per difference between the truth and a selected release's view."""
     names = list(tensor_names)
     truth = draft_truth(spec, names)
     present = {split_name(n).local for n in names}
     out = naming_findings(truth, chosen)
-    order = trained_order(spec)
+    order = spec.aux.trained_order
     out += [
         f for view in chosen for f in (*release_findings(truth, view, order), *tensor_findings(truth, present, view))
     ]

@@ -68,6 +68,12 @@ class ProbeResult:
     def row(self, name: str) -> ProbeRow:
         return next(r for r in self.rows if r.reading == name)
 
+    @property
+    def best_states(self) -> list[int] | None:
+        """The hs[] of the best reading (what ambiguous ids were trained on, as measured)."""
+        best = next((r for r in self.rows if r.reading == self.best), None)
+        return list(best.hidden_states) if best is not None else None
+
 
 @dataclass(frozen=True)
 class BoundaryMatch:

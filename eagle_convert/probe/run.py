@@ -35,7 +35,6 @@ from eagle_convert.probe.stats import Cycles, Paired, compare, sign_test, simula
 from eagle_convert.probe.target import Chunk, Progress, Target, Ticker, generated, teacher_forced
 from eagle_convert.probe.text import NEW_TOKENS, ROUND, check_text, prompt_pool
 from eagle_convert.read.checkpoint import Checkpoint, open_checkpoint
-from eagle_convert.read.config import default_hidden_states
 from eagle_convert.reference import eagle3_config, eagle3_draft
 from eagle_convert.reference.budget import CHAIN_BYTES
 from eagle_convert.reference.compute import CPU_FLOAT32, Compute
@@ -116,13 +115,7 @@ def open_pair(draft_dir: str | Path, target_dir: str | Path, compute: Compute) -
 
 def readings(spec: DraftSpec, num_layers: int) -> tuple[str, list[Reading]]:
     """(name of the configured reading, every reading to measure)."""
-    configured = spec.aux.hidden_state_indices
-    name = "configured"
-    if configured is None and spec.aux.ids:  # ambiguous: measure both readings of the ids
-        configured, name = to_hidden_states(spec.aux.ids, "input-to"), "ids as input-to"
-    if configured is None:
-        configured = default_hidden_states(num_layers)
-        name = "engine defaults"
+    name, configured = spec.aux.probed(num_layers)  # ambiguous ids: both readings of them are measured
     norm_output = spec.flags.norm_output.value
     out = [Reading(name, tuple(configured), norm_output)]
     gap = SHIFT["output-of"] - SHIFT["input-to"]  # the same ids read in the other convention move by this

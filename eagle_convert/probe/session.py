@@ -156,10 +156,7 @@ def reference_run_of(
 
 def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | None:
     """The target's weights (its shards' names, nothing read), when the target's folder has them."""
-    if target_cfg is None:
-        return None
-    directory = target_cfg.directory
-    if not any(directory.glob("*.safetensors")):
+    if target_cfg is None or not target_cfg.has_weights:
         return None
     from eagle_convert.reference import fp8
     from eagle_convert.reference.weights import SafetensorsWeights
@@ -168,4 +165,4 @@ def target_weights_of(target_cfg: TargetConfig | None) -> SafetensorsWeights | N
     # before any tensor is read, never a finding against the draft.
     quant = target_cfg.quantization_config
     block = fp8.block_size(quant) if quant and quant.get("quant_method") == "fp8" else None
-    return SafetensorsWeights(directory, block)
+    return SafetensorsWeights(target_cfg.directory, block)

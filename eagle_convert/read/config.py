@@ -435,6 +435,11 @@ class TargetConfig:
         """The target's folder (its config.json's): where its weights, tokenizer and chat template are."""
         return Path(self.source).parent
 
+    @property
+    def has_weights(self) -> bool:
+        """Whether the target's folder holds safetensors shards the reference can read (else it is config only)."""
+        return Path(self.source).is_file() and any(self.directory.glob("*.safetensors"))
+
     @classmethod
     def from_path(cls, path: str | Path) -> TargetConfig:
         path = Path(path)

@@ -222,7 +222,7 @@ def engine_findings(
                 )
             )
         return out, run
-    trained, fed = _trained(spec, probe), run.hidden_states
+    trained, fed = spec.aux.trained(probe.result.best_states if probe else None), run.hidden_states
     if trained is not None and fed is not None and fed != trained and enabled("EC721"):
         does = "fed the draft" if run.hidden_states_from == "fed" else "captures for the draft"
         out.append(
@@ -361,17 +361,6 @@ def predict(
         return predict_engine_run_on(loaded, reference, prompts, settings.new_tokens, steps=settings.steps)
     except EagleConvertError:
         return None
-
-
-def _trained(spec: DraftSpec, probe: ProbeReport | None) -> list[int] | None:
-    """The hidden states the weights were trained on: the config's ids under their convention (or provenance);
-    for ambiguous ids, the reading the probe measured best."""
-    if spec.aux.hidden_state_indices is not None:
-        return list(spec.aux.hidden_state_indices)
-    if probe is not None and spec.aux.convention == "ambiguous":
-        best = next((r for r in probe.result.rows if r.reading == probe.result.best), None)
-        return list(best.hidden_states) if best else None
-    return None
 
 
 def _probe_prediction(probe: ProbeReport | None) -> float | None:

@@ -164,6 +164,14 @@ def engine_level_engine(releases: Iterable[Release]) -> str:
     return chosen.pop() if len(chosen) == 1 and chosen <= set(engines.RUNNERS) else "vllm"
 
 
+def served_engine(releases: Iterable[Release]) -> str | None:
+    """The engine of the running server ``verify --engine-url`` measures for the selected releases: the one engine
+    they all belong to when its server is measured (``--engine vllm`` or ``--engine vllm@0.11.0``: no detection),
+    else None: the server says which it is."""
+    chosen = {r.engine for r in releases}
+    return chosen.pop() if len(chosen) == 1 and chosen <= set(engines.ATTACHABLE) else None
+
+
 def launch_command(engine: str, target: str, draft: str, steps: int = 3) -> str | None:
     """The shell command that serves ``target`` with the EAGLE3 ``draft`` in ``engine``, ``steps`` draft tokens a
     cycle (the model card's launch section); None for an engine whose records hold no such one-line command

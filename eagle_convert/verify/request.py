@@ -44,6 +44,7 @@ from eagle_convert.releases import (
     engine_level_engine,
     recorded_releases,
     resolve_engines,
+    served_engine,
 )
 from eagle_convert.rules.registry import LEVELS, RULES, Level
 
@@ -256,12 +257,13 @@ class VerifyRequest:
         """Every usage error of the request, before any checkpoint is opened (exit 2 with a hint); the user's own
         files and the target's config read once, here."""
         check(self)  # every declared value: its choices, its range
+        releases = resolve_engines(self.engine or DEFAULT_ENGINES)
         server = self.server
-        if server is not None:
+        if server is not None:  # --engine selects releases; the server is theirs when they are one engine's
             from eagle_convert.real_engine.attached import check_url
 
-            server = replace(server, url=check_url(server.url))
-        releases = resolve_engines(self.engine or DEFAULT_ENGINES)
+            engine = server.engine or (served_engine(releases) if self.engine else None)
+            server = replace(server, url=check_url(server.url), engine=engine)
         level = self.level
         if server is not None:
             if level not in (DEFAULT_LEVEL, "engine"):
@@ -305,21 +307,22 @@ class VerifyRequest:
             from eagle_convert.real_engine.base import EngineSettings
 
             engine_settings = EngineSettings(new_tokens=server.new_tokens)
+        target_cfg = TargetConfig.from_path(self.target) if self.target is not None else None  # not a draft
+        weights = target_cfg is not None and target_cfg.has_weights
         torch_here = _torch_here()
         if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
             require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
-            if level in ("target", "engine") and has_weights(self.target):  # the reference target runs here
+            if level in ("target", "engine") and weights:  # the reference target runs here
                 require_packages(f"--level {level}", REFERENCE_TARGET_PACKAGES)
         if engine_settings is not None and server is None:  # fail fast, before the probe runs, without the engine
             _engine_installed(engine_settings)
-        if level in ("target", "engine") and server is None and not has_weights(self.target):
+        if level in ("target", "engine") and server is None and not weights:
             raise UsageError(
                 f"--level {level} runs the target model, but --target has no safetensors weights (config only)",
                 path=self.target,
                 hint="pass the target's checkpoint directory with its *.safetensors, or use --level tensors with a "
                 "config-only target",
             )
-        target_cfg = TargetConfig.from_path(self.target) if self.target is not None else None  # not a draft
         if token_ids is not None and target_cfg is not None and target_cfg.vocab_size:
             check_token_ids(token_ids, target_cfg.vocab_size)
         return CheckedRequest(
@@ -396,11 +399,6 @@ def parse_rule_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
     if unknown:
         raise UsageError(f"no rule id starts with {', '.join(unknown)}", hint="run `eagle-convert rules` for the list")
     return out
-
-
-def has_weights(target: Path | None) -> bool:
-    """A target directory the reference models can read: safetensors shards or their index."""
-    return target is not None and target.is_dir() and any(target.glob("*.safetensors"))
 
 
 def _torch_here() -> bool:

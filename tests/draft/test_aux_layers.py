@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eagle_convert.draft.aux_layers import (
+    AuxLayers,
     ConventionInputs,
     convert_ids,
     decide_convention,
@@ -56,3 +57,31 @@ def test_kimi_first_id_two_names_both_default_patterns() -> None:
 
 def test_conflict_is_flagged() -> None:
     assert decide_convention(ConventionInputs([1, 15, 28], "speculators", "high")).conflict
+
+
+def _aux(ids: list[int] | None, convention: str, n: int = 32) -> AuxLayers:
+    known = convention in ("output-of", "input-to") and ids
+    states = (
+        to_hidden_states(ids, convention)
+        if known and ids
+        else default_hidden_states(n)
+        if convention == "default"
+        else None
+    )
+    return AuxLayers(ids, "top-level", ids, None, convention, "high", [], states, {})
+
+
+def test_the_trained_states_have_one_home_on_the_aux_layers() -> None:
+    """What the weights were trained on is read from AuxLayers by the gate (in fc order), the probe (the reading it
+    measures as configured) and the engine level (with the probe's measurement for ambiguous ids)."""
+    known = _aux([28, 1, 15], "output-of")
+    assert known.trained_order == [29, 2, 16] and known.trained([5, 6, 7]) == [2, 16, 29]
+    assert known.probed(32) == ("configured", [2, 16, 29])
+    ambiguous = _aux([2, 16, 29], "ambiguous")
+    assert ambiguous.trained_order is None and ambiguous.trained() is None
+    assert ambiguous.trained([3, 17, 30]) == [3, 17, 30]  # what the probe measured best
+    assert ambiguous.probed(32) == ("ids as input-to", [2, 16, 29])
+    default = _aux(None, "default", 12)
+    assert default.trained() == default_hidden_states(12) and default.probed(12) == ("configured", [2, 6, 9])
+    unknown = _aux(None, "ambiguous")
+    assert unknown.trained([1, 2, 3]) == [1, 2, 3] and unknown.probed(12) == ("engine defaults", [2, 6, 9])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle_convert.draft.aux_layers import CONVENTIONS, convert_ids, ids_for, to_hidden_states
+from eagle_convert.draft.aux_layers import CONVENTIONS, AuxLayers, convert_ids, ids_for, to_hidden_states
 from eagle_convert.read.config import SHIFT, id_of, state_of
 from eagle_convert.releases import eagle_config_ids_for
 from eagle_convert.releases.model import Capture, Cite, apply_capture
@@ -56,7 +56,7 @@ def test_the_probes_readings_follow_the_table(monkeypatch: pytest.MonkeyPatch) -
     from eagle_convert.probe.run import readings
 
     monkeypatch.setitem(SHIFT, "output-of", 3)
-    aux = SimpleNamespace(hidden_state_indices=None, ids=IDS)
+    aux = AuxLayers(IDS, "top-level", IDS, None, "ambiguous", "low", [], None, {})
     flags = SimpleNamespace(norm_output=SimpleNamespace(value=False))
     spec = SimpleNamespace(aux=aux, flags=flags, config=SimpleNamespace(raw={}))
     name, out = readings(spec, 32)  # type: ignore[arg-type]

@@ -136,7 +136,10 @@ def test_engine_failure_exits_2_with_and_without_debug(
         raise AssertionError("the fake engine cannot succeed")
 
     monkeypatch.setattr(run, "verify_checkpoint", engine_level_only)
-    monkeypatch.setattr(request, "has_weights", lambda target: True)  # the config-only target passes the request
+    from eagle_convert.read.config import TargetConfig
+
+    # the config-only target passes the request
+    monkeypatch.setattr(TargetConfig, "has_weights", property(lambda self: True))
     if debug:
         monkeypatch.setenv("EAGLE_CONVERT_DEBUG", "1")
     else:

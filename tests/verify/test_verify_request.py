@@ -157,6 +157,22 @@ def test_engine_url_implies_the_engine_level(tmp_path: Path) -> None:
     assert checked.target_config is not None and checked.target_config.vocab_size == TARGET_CONFIG["vocab_size"]
 
 
+@pytest.mark.parametrize(
+    ("engine", "served"),
+    [(None, None), ("vllm", "vllm"), ("vllm@0.28", "vllm"), ("trtllm@1.2", "trtllm"), ("sglang,vllm", None)],
+)
+def test_engine_means_the_releases_and_the_server_is_theirs(tmp_path: Path, engine: str | None, served: str) -> None:
+    """--engine has one meaning, the releases it selects, with --engine-url too: the server is measured as their one
+    engine where they are one engine's (no detection), else detected. e05b79f took ``--engine vllm`` as the server's
+    engine but ``--engine vllm@0.28`` (the same engine) as a selection only, and the library's request never."""
+    from eagle_convert.real_engine.attached import AttachedServer
+
+    (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    server = AttachedServer("http://127.0.0.1:9/")
+    checked = VerifyRequest(engine_run=server, target=tmp_path, engine=engine).validate()
+    assert checked.server is not None and checked.server.engine == served
+
+
 def test_validate_checks_every_declared_value(tmp_path: Path) -> None:
     """One validate() checks every field: a value outside its choices or range is a UsageError from the library as
     from the command line (at 0421174 the device, the dtype, the probe's steps and positions and the server's
@@ -261,3 +277,20 @@ def test_the_engine_level_looks_for_the_environment_of_the_engine_it_runs(
     assert checked.engine_settings is not None and checked.engine_settings.engine == "sglang"
     with pytest.raises(EngineNotInstalledError):  # vLLM's environment is not there: its run is refused up front
         VerifyRequest(target=target, engine="vllm", level="engine").validate()
+
+
+def test_a_target_given_as_its_config_json_has_the_weights_beside_it(tmp_path: Path) -> None:
+    """Whether the target has weights is decided once, on its folder (TargetConfig.has_weights): ``--target
+    DIR/config.json`` with shards beside it runs the target level as ``--target DIR`` does (e05b79f refused it:
+    "--target has no safetensors weights"), and a config with none beside it is refused either way."""
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    for given in (target, target / "config.json"):
+        with pytest.raises(UsageError, match="has no safetensors weights"):
+            VerifyRequest(target=given, level="target").validate()
+    (target / "model.safetensors").write_bytes(b"")  # only looked for here: validate reads no weight
+    for given in (target, target / "config.json"):
+        checked = VerifyRequest(target=given, level="target").validate()
+        assert checked.target_config is not None and checked.target_config.has_weights
+        assert checked.target_config.directory == target
