@@ -88,7 +88,7 @@ class ConventionInputs:
     ids: list[int] | None
     producer: str
     producer_confidence: str
-    user_convention: str | None = None
+    aux_convention: str | None = None
     recorded_convention: str | None = None  # from this tool's provenance block
     num_layers: int | None = None
     location: str = "absent"  # "top-level", "eagle_config", "both" or "absent"
@@ -113,10 +113,10 @@ class ConventionCall:
 def decide_convention(inp: ConventionInputs) -> ConventionCall:
     """Which convention the ids follow. Never guesses: when no rule decides, the answer is 'ambiguous'."""
     ids = inp.ids
-    if inp.user_convention:
+    if inp.aux_convention:
         overridden = [f"the record it overrides: {inp.record_conflict}"] if inp.record_conflict else []
         return ConventionCall(
-            inp.user_convention, "high", [f"set by --aux-convention {inp.user_convention}", *overridden]
+            inp.aux_convention, "high", [f"set by --aux-convention {inp.aux_convention}", *overridden]
         )
     if inp.record_conflict:  # the record and the ids cannot both be true, and neither says which one was edited
         return ConventionCall("ambiguous", "low", [inp.record_conflict], contradicts_record=True)

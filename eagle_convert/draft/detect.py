@@ -380,7 +380,7 @@ def _aux_layers(
     producer: str,
     confidence: str,
     target: TargetInfo,
-    user_convention: str | None,
+    aux_convention: str | None,
     out: list[Finding],
 ) -> AuxLayers:
     top, nested = cfg.top_level_ids or None, cfg.eagle_config_ids or None
@@ -412,7 +412,7 @@ def _aux_layers(
             ids,
             producer,
             confidence,
-            user_convention,
+            aux_convention,
             recorded,
             n,
             location=location,

@@ -307,13 +307,14 @@ class VerifyRequest:
             from eagle_convert.real_engine.base import EngineSettings
 
             engine_settings = EngineSettings(new_tokens=server.new_tokens)
+        torch_here = _torch_here()
+        torch_needed = depth >= LEVELS.index("tensors") and not (server is not None and not torch_here)
+        if torch_needed:
+            require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
         target_cfg = TargetConfig.from_path(self.target) if self.target is not None else None  # not a draft
         weights = target_cfg is not None and target_cfg.has_weights
-        torch_here = _torch_here()
-        if depth >= LEVELS.index("tensors") and not (server is not None and not torch_here):
-            require_torch(f"--level {level}")  # tensor values and forward passes need the reference extra
-            if level in ("target", "engine") and weights:  # the reference target runs here
-                require_packages(f"--level {level}", REFERENCE_TARGET_PACKAGES)
+        if torch_needed and level in ("target", "engine") and weights:  # the reference target runs here
+            require_packages(f"--level {level}", REFERENCE_TARGET_PACKAGES)
         if engine_settings is not None and server is None:  # fail fast, before the probe runs, without the engine
             _engine_installed(engine_settings)
         if level in ("target", "engine") and server is None and not weights:

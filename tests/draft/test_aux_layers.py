@@ -40,7 +40,7 @@ def test_both_conventions_defaults_select_the_same_states() -> None:
         (ConventionInputs([3, 17, 30], "modelopt", "high"), "output-of"),
         (ConventionInputs([1, 15, 28], "speculators", "high"), "ambiguous"),
         (ConventionInputs(None, "modelopt", "high"), "default"),
-        (ConventionInputs([4, 20, 40], "unknown", "low", user_convention="input-to"), "input-to"),
+        (ConventionInputs([4, 20, 40], "unknown", "low", aux_convention="input-to"), "input-to"),
         (ConventionInputs([2, 30, 58], "canonical", "high", recorded_convention="input-to"), "input-to"),
     ],
 )
