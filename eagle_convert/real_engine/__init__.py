@@ -109,19 +109,17 @@ def observe(
 DEFAULT_ENGINE_PROMPTS = 8  # the first prompts of the probe's default set: the engine generates from each
 
 
-def engine_prompts(target: Path, settings: EngineSettings, config: TargetConfig | None = None) -> list[list[int]]:
+def engine_prompts(target: TargetConfig, settings: EngineSettings) -> list[list[int]]:
     """The probe's prompts, through the target's chat template as the probe renders them: --token-ids as given,
-    --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set. ``config``: the
-    target's config as already read (else read here)."""
+    --prompts tokenized, else the first DEFAULT_ENGINE_PROMPTS of the probe's default prompt set."""
     if settings.token_ids is not None:
         return [list(p) for p in settings.token_ids]
     from eagle_convert.probe.text import prompt_pool
-    from eagle_convert.read.config import TargetConfig
 
-    vocab = (config or TargetConfig.from_path(target)).vocab_size or 2
+    vocab = target.vocab_size or 2
     if settings.prompts is not None:
-        return prompt_pool(target, vocab, list(settings.prompts))
-    return prompt_pool(target, vocab)[:DEFAULT_ENGINE_PROMPTS]
+        return prompt_pool(target.directory, vocab, list(settings.prompts))
+    return prompt_pool(target.directory, vocab)[:DEFAULT_ENGINE_PROMPTS]
 
 
 def fed_hidden_states(
@@ -191,7 +189,7 @@ def engine_run(
 def engine_findings(
     draft: Path,
     spec: DraftSpec,
-    target: Path,
+    target: TargetConfig,
     enabled: Callable[[str], bool],
     settings: EngineSettings,
     probe: ProbeReport | None,
@@ -205,11 +203,11 @@ def engine_findings(
     ``compute`` is where the reference target runs to identify the fed hidden states; ``probe`` is the target
     level's report. ``loaded`` and ``reference``: the draft and the reference target verify already loaded (or why
     they could not be); without them the prediction and the matching read ``draft`` and ``target`` themselves."""
-    config = reference.config if reference is not None and not isinstance(reference, BaseException) else None
-    prompts = engine_prompts(target, settings, config)
+    prompts = engine_prompts(target, settings)
+    folder = target.directory
     with scratch_dir() as tmp:
-        (observation,) = observe(target, [draft], prompts, settings, Path(tmp))
-        run = engine_run(target, observation, compute, reference)
+        (observation,) = observe(folder, [draft], prompts, settings, Path(tmp))
+        run = engine_run(folder, observation, compute, reference)
     out: list[Finding] = []
     who = f"{observation.engine} {observation.version}"
     if observation.refused is not None:  # the target alone starts: the engine refused this draft (or its config)
@@ -239,7 +237,7 @@ def engine_findings(
     out += built_findings(spec, observation, enabled)
     if not isinstance(run, InProcessRun):  # loaded, not decoded: nothing to compare acceptance or text with
         return out, run
-    same_text = predict(draft, target, prompts, settings, compute, loaded, reference)
+    same_text = predict(draft, folder, prompts, settings, compute, loaded, reference)
     run = replace(
         run,
         probe_acceptance_length=same_text.acceptance_length if same_text else None,

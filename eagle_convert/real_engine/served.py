@@ -52,7 +52,7 @@ def served_findings(
     from eagle_convert.real_engine import BELOW_PROBE_MARGIN, MIN_DRAFTS, engine_prompts, predict
 
     target = target_config.directory
-    prompts = engine_prompts(target, settings, target_config)
+    prompts = engine_prompts(target_config, settings)
     measured = attached.run(
         server.url,
         server.token,

@@ -291,9 +291,8 @@ def _forward_levels(run: Run, reader: TensorReader) -> tuple[list[Finding], Prob
         # the reference's auto and the engine's auto are two meanings, named apart (reference/compute.py)
         dtype=ENGINE_DTYPE_AUTO if asked.compute.dtype == REFERENCE_DTYPE_AUTO else asked.compute.dtype,
     )
-    target_dir = checked.target_config.directory
     more, engine_run = engine_findings(
-        session.ckpt.root, session.spec, target_dir, run.enabled, chosen_engine, probe, session.compute,
+        session.ckpt.root, session.spec, checked.target_config, run.enabled, chosen_engine, probe, session.compute,
         loaded=draft, reference=session.reference,
     )  # fmt: skip
     return found + more, probe, engine_run

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from eagle_convert.errors import EngineNotInstalledError
+from eagle_convert.read.config import TargetConfig
 from eagle_convert.real_engine import base
 from eagle_convert.real_engine.base import acceptance, engine_python
 from eagle_convert.releases import engine_view, release_for_installed
@@ -24,6 +25,10 @@ from eagle_convert.rules.registry import RULES
 from tests.conftest import ROOT, SCHEMAS, engine_or_skip, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
+
+
+def llama_config(fx: Path) -> TargetConfig:  # the config-only Llama target, read
+    return TargetConfig.from_path(fx / "targets" / "target-llama")
 
 
 def test_missing_engine_environment_is_one_error_line_with_the_install_hint(fx: Path) -> None:
@@ -86,8 +91,7 @@ def test_acceptance_clearly_below_the_probe_is_ec722(
     probe = ProbeReport(ProbeResult(1, 10, 3, "configured", "configured", [row]))
     settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
-    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
-                                              probe)  # fmt: skip
+    found, run = engine_level.engine_findings(draft, spec, llama_config(fx), lambda r: True, settings, probe)
     assert [f.rule_id for f in found] == (["EC722"] if fires else [])
     if fires:
         assert ("on the same text" if same_run else "on its own text") in found[0].message
@@ -113,15 +117,13 @@ def test_output_other_than_the_target_alone_is_ec723(fx: Path, monkeypatch: pyte
     monkeypatch.setattr(engine_level, "predict", lambda *args: None)
     settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]] * 3)
     spec = detect(open_checkpoint(draft))
-    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
-                                              None)  # fmt: skip
+    found, run = engine_level.engine_findings(draft, spec, llama_config(fx), lambda r: True, settings, None)
     assert run.to_dict()["lossless"] is False
     (finding,) = found
     assert finding.rule_id == "EC723" and "1 of 3 prompts" in finding.message
     assert "prompt 1 at new token 1" in finding.message
     seen.baseline_outputs[1][1] = 5  # type: ignore[index]
-    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
-                                              None)  # fmt: skip
+    found, run = engine_level.engine_findings(draft, spec, llama_config(fx), lambda r: True, settings, None)
     assert found == [] and run.to_dict()["lossless"] is True
 
 
@@ -328,7 +330,7 @@ def test_probe_acceptance_agrees_with_vllm_on_the_same_run(tmp_path: Path) -> No
     (sliding / "config.json").write_text(json.dumps(config), encoding="utf-8")
     drafts = [draft, two_layers, sliding]
     settings = EngineSettings(python=python, new_tokens=AGREEMENT_TOKENS, baseline=False)
-    prompts = engine_prompts(target, settings)
+    prompts = engine_prompts(TargetConfig.from_path(target), settings)
     work = tmp_path / "work"
     work.mkdir()
     measured_by_draft = []

@@ -25,6 +25,7 @@ import pytest
 from rich.console import Console
 
 from eagle_convert.errors import EngineRunError, UsageError
+from eagle_convert.read.config import TargetConfig
 from eagle_convert.real_engine.attached import AttachedRun, CounterMove, ServerInfo
 from eagle_convert.real_engine.base import EngineObservation
 from eagle_convert.real_engine.record import NOT_OBSERVED, InProcessRun, LoadOnlyRun, ServedRun
@@ -55,6 +56,10 @@ def _decoded() -> EngineObservation:
     return EngineObservation(DRAFT, "vllm", "0.32.0", "v1", [2, 6, 9], [2, 6, 9], {"fc_norm": False}, 100, 300, 59,
                              [48, 9, 2], outputs, outputs, None, 1.25, 2.5, 900.0, settings={"seed": 0},
                              not_observed=["x"])  # fmt: skip
+
+
+def llama_config(fx: Path) -> TargetConfig:  # the config-only Llama target, read
+    return TargetConfig.from_path(fx / "targets" / "target-llama")
 
 
 def test_an_in_process_run_is_todays_json() -> None:
@@ -198,8 +203,7 @@ def test_a_refusal_is_ec728_with_the_engines_message(fx: Path, monkeypatch: pyte
     monkeypatch.setattr(engine_level, "predict", no_prediction)
     settings = engine_level.EngineSettings(token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
-    found, run = engine_level.engine_findings(draft, spec, fx / "targets" / "target-llama", lambda r: True, settings,
-                                              None)  # fmt: skip
+    found, run = engine_level.engine_findings(draft, spec, llama_config(fx), lambda r: True, settings, None)
     (refused,) = found
     assert (refused.rule_id, refused.severity) == ("EC728", "error")
     assert refused.message == f"vllm 0.32.0 refused to load the draft with this target: {CAUSE}"

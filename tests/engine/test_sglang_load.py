@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from eagle_convert.read.config import TargetConfig
 from tests.conftest import SCHEMAS, run_cli
 
 FAKE_WORKER = r"""
@@ -120,7 +121,9 @@ def _findings(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, **answer
     monkeypatch.setattr(engine_level, "observe", lambda *args: [seen])
     settings = engine_level.EngineSettings(engine="sglang", token_ids=[[1, 2, 3]])
     spec = detect(open_checkpoint(draft))
-    found, record = engine_level.engine_findings(draft, spec, target, lambda r: True, settings, None)
+    found, record = engine_level.engine_findings(
+        draft, spec, TargetConfig.from_path(target), lambda r: True, settings, None
+    )
     run = record.to_dict()
     assert run["acceptance_measured"] is False and run["probe_acceptance_length"] is None
     return found
