@@ -249,9 +249,12 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed CLI in a subprocess exactly as a user's CI would."""
+    """Run the installed CLI in a process of its own as a user's CI would (forked from this worker's zygote:
+    tests/cli_process.py)."""
+    from tests import cli_process
+
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-m", "eagle_convert", *args],
         capture_output=True,
         text=True,
@@ -270,6 +273,7 @@ class _Block(importlib.abc.MetaPathFinder):
             raise ImportError(name + " is blocked in this test")
 sys.meta_path.insert(0, _Block())
 from eagle_convert.cli.main import main
+
 code = main(sys.argv[1:])
 assert not BLOCKED & {{m.split(".")[0] for m in sys.modules}}
 sys.exit(code)

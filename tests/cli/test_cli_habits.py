@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.releases import DEFAULT_ENGINES, RELEASES, engine_level_engine, newest, resolve_engines
 from eagle_convert.verify.run import verify_checkpoint
 from eagle_convert.version import __version__
+from tests import cli_process
 from tests.conftest import ROOT
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -189,7 +189,7 @@ def test_shell_completion_is_installed_and_completes_choices() -> None:
             "COMP_CWORD": str(len(words)),
         }
         script = "from eagle_convert.cli.main import run; run()"
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
+        done = cli_process.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
         return done.stdout.split()
 
     assert complete("ver") == ["verify"]
@@ -198,7 +198,7 @@ def test_shell_completion_is_installed_and_completes_choices() -> None:
     assert complete("--color", "n") == ["never"]
     # typed in bash, as a user does: typer finds the shell among the command's parents (a test run's own parents
     # need not hold one: it failed when pytest was started under `timeout`)
-    shown = subprocess.run(
+    shown = cli_process.run(
         # (`; exit $?`: bash -c would exec a lone command, and the shell would no longer be its parent)
         ["bash", "-c", f"{shlex.quote(sys.executable)} -m eagle_convert --show-completion; exit $?"],
         capture_output=True, text=True, cwd=ROOT,
@@ -245,11 +245,11 @@ def test_verify_json_into_a_pipe_is_one_line_as_every_commands(tmp_path: Path) -
     draft = ROOT / "fixtures" / "smollm2-eagle3"
     for paths in ([draft], [draft, tmp_path / "missing"]):
         command = [sys.executable, "-m", "eagle_convert", "verify", *map(str, paths), "--json", "--no-hash"]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+        done = cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
         assert done.stdout.count("\n") == 1 and json.loads(done.stdout), done.stdout[:300]
     report = tmp_path / "report.json"
     command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--json", "--no-hash"]
-    subprocess.run([*command, "--output", str(report)], capture_output=True, cwd=ROOT, timeout=300, check=True)
+    cli_process.run([*command, "--output", str(report)], capture_output=True, cwd=ROOT, timeout=300, check=True)
     assert report.read_text().count("\n") > 10 and json.loads(report.read_text())["status"] == "pass"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from eagle_convert.errors import AttachError
+from tests import cli_process
 from tests.conftest import ROOT, one_error
 from tests.engine.test_hostile_servers import SGLANG_GOOD, _attach, _serve, _Sglang, _Vllm
 
@@ -28,7 +29,7 @@ DEADLINE_S = 120
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "eagle_convert", *args]
-    return subprocess.run(
+    return cli_process.run(
         command,
         capture_output=True,
         text=True,

@@ -24,6 +24,7 @@ import pytest
 from fixtures.big import write_big_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
+from tests import cli_process
 from tests.conftest import ROOT
 
 NOTHING = "interrupted: nothing was written\n"
@@ -132,7 +133,7 @@ def test_a_signal_mid_copy_removes_the_staging_folder(src: Path, tmp_path: Path,
     """Before: SIGTERM left ``.out.partial-*`` behind (and SIGINT printed no such line)."""
     out = tmp_path / "out"
     if replacing:
-        first = subprocess.run(
+        first = cli_process.run(
             [sys.executable, "-m", "eagle_convert", "normalize", str(src), str(out), "--target-family", "llama"],
             cwd=ROOT,
             capture_output=True,
@@ -212,7 +213,7 @@ def test_a_signal_during_the_commit_waits_for_it_and_says_what_was_written(src: 
     and the line says it was written."""
     out = tmp_path / "out"
     args = ["normalize", str(src), str(out), "--target-family", "llama"]
-    assert subprocess.run([sys.executable, "-m", "eagle_convert", *args], cwd=ROOT).returncode == 0
+    assert cli_process.run([sys.executable, "-m", "eagle_convert", *args], cwd=ROOT).returncode == 0
     complete = _hashes(out)
     (out / "config.json").write_text("{}")  # an older output, to be replaced
     event = tmp_path / "event"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.smollm2 import TARGET_CONFIG
+from tests import cli_process
 from tests.conftest import ROOT
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
@@ -24,7 +25,7 @@ TARGET = TARGET_CONFIG  # the committed draft's target
 
 def _cli(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "eagle_convert", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    return cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
 
 
 def _usage_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from eagle_convert.real_engine import base
 from eagle_convert.real_engine.base import acceptance, engine_python
 from eagle_convert.releases import engine_view, release_for_installed
 from eagle_convert.rules.registry import RULES
+from tests import cli_process
 from tests.conftest import ROOT, SCHEMAS, engine_or_skip, run_cli
 
 # ------------------------------------------------------------------------------------------------ no engine needed
@@ -286,7 +286,7 @@ def test_verify_level_engine_catches_the_shipped_specforge_config(tmp_path: Path
     args = ["verify", str(shipped), "--level", "engine", "--target", str(target), "--token-ids", str(token_ids)]
     args += ["--engine-tokens", "16", "--engine-python", str(python), "--engine", "vllm", "--json", "--no-hash"]
     command = [sys.executable, "-m", "eagle_convert", *args]
-    r = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    r = cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     schema = json.loads((SCHEMAS / "verify-report.schema.json").read_text(encoding="utf-8"))

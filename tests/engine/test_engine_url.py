@@ -29,6 +29,7 @@ from eagle_convert.errors import AttachError
 from eagle_convert.real_engine.attached import AttachedRun, detect, draft_identity, run
 from eagle_convert.real_engine.attached.vllm import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS
 from eagle_convert.real_engine.base import EngineObservation, acceptance
+from tests import cli_process
 from tests.conftest import ROOT, engine_or_skip, verify_attached
 from tests.local_http import QuietHandler, serve
 
@@ -188,7 +189,7 @@ def test_the_served_draft_is_compared_with_draft(served: Any, pair: tuple[Path, 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     """``eagle-convert verify ...`` as a CI job runs it (a subprocess of this Python)."""
     command = [sys.executable, "-m", "eagle_convert", "verify", *args, "--json", "--no-hash"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=VERIFY_TIMEOUT_S, check=False)
+    return cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=VERIFY_TIMEOUT_S, check=False)
 
 
 def _schema_valid(doc: dict[str, Any]) -> None:
@@ -211,7 +212,7 @@ def test_verify_engine_url_reports_the_servers_run_beside_the_probe(
     env = {**os.environ, "EAGLE_CONVERT_ENGINE_URL_TOKEN": API_KEY}
     command = [sys.executable, "-m", "eagle_convert", "verify", str(draft), "--target", str(target)]
     command += ["--engine-url", served.url, "--json", "--no-hash"]
-    r = subprocess.run(
+    r = cli_process.run(
         command, capture_output=True, text=True, cwd=ROOT, timeout=VERIFY_TIMEOUT_S, check=False, env=env
     )
     assert r.returncode in (0, 1), r.stderr

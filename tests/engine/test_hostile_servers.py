@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -24,6 +23,7 @@ import pytest
 
 from eagle_convert.errors import AttachError, UsageError
 from eagle_convert.real_engine.attached import client, run
+from tests import cli_process
 from tests.conftest import ROOT
 from tests.local_http import QuietHandler, serve
 
@@ -170,7 +170,7 @@ def test_a_url_with_user_info_is_refused_without_printing_it(url: str) -> None:
 def test_verify_with_a_user_info_url_exits_2_and_prints_no_password(tmp_path: Any) -> None:
     command = [sys.executable, "-m", "eagle_convert", "verify", str(ROOT / "fixtures" / "smollm2-eagle3")]
     command += ["--engine-url", "http://u:s3cr3t-pw@127.0.0.1:9", "--json", "--no-hash"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    done = cli_process.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert done.returncode == 2, done.stderr
     assert "s3cr3t-pw" not in done.stdout + done.stderr
     assert "Traceback" not in done.stderr

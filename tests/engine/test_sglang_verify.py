@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 
 from fixtures.engine_pair import _DROP, _NESTED, Variant, _set
+from tests import cli_process
 from tests.conftest import ROOT
 from tests.engine.test_sglang_conformance import _sglang_or_skip
 
@@ -46,7 +47,7 @@ def _verify(draft: Path, target: Path, tmp_path: Path, *extra: str) -> subproces
     token_ids.write_text(json.dumps([prompt, prompt[3:] + prompt[:3]]), encoding="utf-8")
     args = ["verify", str(draft), "--level", "engine", "--target", str(target), "--token-ids", str(token_ids)]
     args += ["--engine", "sglang@0.5.23", "--engine-python", str(_sglang_or_skip("0.5.23")), "--no-hash", *extra]
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-m", "eagle_convert", *args],
         capture_output=True,
         text=True,

@@ -24,6 +24,7 @@ from eagle_convert.read.output_place import STAGING_MARKER
 from eagle_convert.read.redact import redact
 from fixtures.generate import write_layout, write_malformed
 from fixtures.layouts import LAYOUTS
+from tests import cli_process
 from tests.conftest import ROOT
 from tests.hubserver import FakeHub, Fault, isolate_hf_env
 
@@ -77,7 +78,7 @@ def _subprocess(hub: FakeHub, *args: str, endpoint: str | None = None, **env: st
     full = {**os.environ, "HF_ENDPOINT": endpoint or hub.endpoint, "COLUMNS": "200", **env}
     if "HF_TOKEN" not in env:
         full.pop("HF_TOKEN", None)
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, cwd=ROOT, env=full, timeout=120
     )
 

@@ -19,6 +19,7 @@ from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
+from tests import cli_process
 from tests.conftest import ROOT
 from tests.hubserver import FakeHub, Fault, isolate_hf_env
 
@@ -200,7 +201,7 @@ def test_normalize_accepts_a_repo_id(hub: FakeHub, fx: Path, tmp_path: Path) -> 
 def _cli(hub: FakeHub, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "COLUMNS": "200", **env}
     full.pop("HF_TOKEN", None)
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, cwd=ROOT, env=full, timeout=120
     )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from eagle_convert.normalize import normalize_checkpoint
 from eagle_convert.releases import RELEASES
 from eagle_convert.verify.run import verify_checkpoint
+from tests import cli_process
 from tests.conftest import ROOT, run_cli
 from tests.read.test_config_shapes import draft, target_dir
 
@@ -91,7 +91,7 @@ def test_an_engine_given_or_set_wins_over_the_record(fx: Path, tmp_path: Path) -
     assert given.engine_source == "given" and given.engine == "vllm"
     # the project's settings ([tool.eagle-convert] engine, read from the working directory) are a choice too
     (tmp_path / "pyproject.toml").write_text('[tool.eagle-convert]\nengine = "vllm@0.28"\n')
-    done = subprocess.run(
+    done = cli_process.run(
         [sys.executable, "-m", "eagle_convert", "verify", "out", "--json", "--no-hash"],
         capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

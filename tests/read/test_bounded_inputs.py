@@ -34,6 +34,7 @@ from eagle_convert.verify.report import VerifyReport
 from fixtures.header_only import CONFIG
 from fixtures.header_only import draft as _draft
 from fixtures.header_only import shard as _shard
+from tests import cli_process
 from tests.conftest import ROOT, one_error
 from tests.work import CountedName, OverBudget, Taken, lines_run
 
@@ -42,7 +43,7 @@ DEADLINE_S = 120
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "eagle_convert", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=DEADLINE_S, check=False)
+    return cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=DEADLINE_S, check=False)
 
 
 def _one_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:

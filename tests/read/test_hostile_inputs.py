@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from fixtures.smollm2 import TARGET_CONFIG
+from tests import cli_process
 from tests.conftest import ROOT, one_error
 
 DRAFT = ROOT / "fixtures" / "smollm2-eagle3"
@@ -31,7 +32,7 @@ DEADLINE_S = 120  # the CLI answers these in seconds; a blocked read would run p
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "eagle_convert", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=DEADLINE_S, check=False)
+    return cli_process.run(command, capture_output=True, text=True, cwd=ROOT, timeout=DEADLINE_S, check=False)
 
 
 def _copy(tmp: Path) -> Path:
@@ -271,7 +272,7 @@ def _read_only_mount(tmp: Path) -> Path | None:
     if os.geteuid() != 0:
         folder.chmod(0o555)
         return folder
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True)
+    done = cli_process.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True)
     return folder if done.returncode == 0 else None
 
 
@@ -287,7 +288,7 @@ def test_an_output_on_a_read_only_place_is_refused_before_any_work(tmp_path: Pat
         one_error(_cli("normalize", str(DRAFT), str(folder / "out"), "--profile", "vllm"), "cannot write into")
     finally:
         if os.geteuid() == 0:
-            subprocess.run(["umount", str(folder)], check=False)
+            cli_process.run(["umount", str(folder)], check=False)
         else:
             folder.chmod(0o755)
 

@@ -21,6 +21,7 @@ from eagle_convert.read.checkpoint import open_checkpoint
 from fixtures.big import write_big_checkpoint
 from fixtures.generate import write_layout
 from fixtures.layouts import LAYOUTS
+from tests import cli_process
 from tests.conftest import ROOT, run_cli
 
 
@@ -35,14 +36,14 @@ def test_fifty_random_sigkills_never_leave_a_partial_output(tmp_path: Path) -> N
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "eagle_convert", "normalize", str(src), str(out), "--profile", "vllm", "--force"]
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+    cli_process.run(cmd, check=True, capture_output=True, cwd=ROOT)
     full = time.perf_counter() - start
     expected = {t.name for t in open_checkpoint(out).tensors.values()}
     rng = random.Random(50)
     killed_mid_run = 0
     for _ in range(50):
         if out.exists() and rng.random() < 0.5:  # half the runs replace an existing OUT (the --force path)
-            subprocess.run(["rm", "-rf", str(out)], check=True)
+            cli_process.run(["rm", "-rf", str(out)], check=True)
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, full * 1.1))
         os.kill(proc.pid, signal.SIGKILL)
@@ -63,7 +64,7 @@ def test_file_size_limit_gives_a_clear_error_and_no_output(fx: Path, tmp_path: P
     src = fx / "layouts" / "specforge-mha"
     before = _digest(src)
     out = tmp_path / "out"
-    result = subprocess.run(
+    result = cli_process.run(
         [sys.executable, "-m", "eagle_convert", "normalize", str(src), str(out), "--target-family", "llama"],
         capture_output=True,
         text=True,
@@ -81,7 +82,7 @@ def test_full_tmpfs_gives_disk_full_and_no_output(fx: Path, tmp_path: Path) -> N
     mount = tmp_path / "small"
     mount.mkdir()
     if (
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True).returncode
+        cli_process.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True).returncode
         != 0
     ):
         pytest.skip("cannot mount a tmpfs here (the file-size-limit test covers the same path)")
@@ -90,7 +91,7 @@ def test_full_tmpfs_gives_disk_full_and_no_output(fx: Path, tmp_path: Path) -> N
             normalize_checkpoint(fx / "layouts" / "specforge-mha", mount / "out", target_family="llama")
         assert list(mount.iterdir()) == []
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        cli_process.run(["umount", str(mount)], check=False)
 
 
 def test_every_layout_reread_tensor_by_tensor(fx: Path, tmp_path: Path) -> None:

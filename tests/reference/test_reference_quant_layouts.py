@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import struct
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from eagle_convert.errors import InputError  # noqa: E402
 from eagle_convert.reference.weights import SafetensorsWeights  # noqa: E402
+from tests import cli_process  # noqa: E402
 from tests.reference.test_reference_formats import (  # noqa: E402
     DEEPSEEK_V3,
     IDS,
@@ -340,7 +340,7 @@ def test_verify_refuses_a_target_it_cannot_read_with_exit_2(broken: str, named: 
         del tensors["model.layers.1.mlp.up_proj.weight_scale_inv"]
     _write(target, raw, tensors)
     args = ["verify", str(draft), "--target", str(target), "--level", "target", "--no-hash"]
-    done = subprocess.run(
+    done = cli_process.run(
         [sys.executable, "-m", "eagle_convert", *args, "--token-ids", str(tmp_path / "ids.json")],
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
     )  # fmt: skip

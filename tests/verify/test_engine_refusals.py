@@ -22,6 +22,7 @@ import pytest
 from eagle_convert.inspect_api import inspect_checkpoint
 from eagle_convert.real_engine.base import run_worker
 from eagle_convert.releases import release_for_installed
+from tests import cli_process
 from tests.conftest import engine_or_skip
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -114,7 +115,6 @@ def test_verify_reports_the_refusal_ec412_predicts_as_a_finding(tmp_path: Path) 
     the target alone starts, so the refusal is EC728 (exit 1) with vLLM's own message, beside the static EC412; the
     load-only run says it refused. Before, this was "could not verify" (exit 2) and the static findings were lost."""
     import json
-    import subprocess
     import sys
 
     from fixtures.trained_pair import trained_pair
@@ -125,7 +125,7 @@ def test_verify_reports_the_refusal_ec412_predicts_as_a_finding(tmp_path: Path) 
     args = ["verify", str(pair.draft_dir), "--level", "engine", "--target", str(pair.target_dir), "--engine",
             "vllm@0.33-v1", "--engine-python", str(python), "--engine-tokens", "4", "--probe-positions", "16",
             "--probe-steps", "1", "--no-hash", "--format", "json"]  # fmt: skip
-    r = subprocess.run([sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, cwd=ROOT,
+    r = cli_process.run([sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True, cwd=ROOT,
                        timeout=1200, check=False)  # fmt: skip
     assert r.returncode == 1, r.stderr[-3000:]
     doc = json.loads(r.stdout)

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -20,6 +19,7 @@ from eagle_convert.rules.registry import RULES
 from eagle_convert.verify.run import verify_checkpoint
 from fixtures.broken import CORPUS, write_broken
 from fixtures.layouts import LAYOUTS
+from tests import cli_process
 from tests.conftest import ROOT, SCHEMAS, run_cli, run_cli_without_torch
 
 REPORT = Draft202012Validator(json.loads((SCHEMAS / "verify-report.schema.json").read_text()))
@@ -158,7 +158,7 @@ def test_github_actions_annotations_and_step_summary(corpus: Path, tmp_path: Pat
 
 def test_pyproject_settings_apply(corpus: Path, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.eagle-convert]\nignore = ["EC401"]\nengine = "sglang"\n')
-    result = subprocess.run(
+    result = cli_process.run(
         [sys.executable, "-m", "eagle_convert", "verify", str(corpus / "no-lm-head"), "--json"],
         capture_output=True,
         text=True,
