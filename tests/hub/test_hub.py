@@ -151,18 +151,30 @@ def test_push_refuses_to_replace_without_force_and_can_open_a_pr(hub: FakeHub, c
     ],
 )
 def test_faults_give_a_clear_error_or_a_retry(
-    hub: FakeHub, clean_draft: Path, tmp_path: Path, kind: str, count: int, ok: bool
+    hub: FakeHub, clean_draft: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, count: int, ok: bool
 ) -> None:
+    """A fault the retries outlast is read through; one they do not is one clear error, nothing pulled. The waits
+    between tries are counted, not slept: 0.5 s doubled each time (a 429's Retry-After: 1 s instead), MAX_TRIES tries
+    in all."""
+    import time
+    from types import SimpleNamespace
+
+    from eagle_convert.read import hub_store
+
+    waits: list[float] = []
+    monkeypatch.setattr(hub_store, "time", SimpleNamespace(monotonic=time.monotonic, sleep=waits.append))
     hub.add_repo("org/flaky", clean_draft)
     hub.faults.append(Fault("*/resolve/*.safetensors", kind, count=count, method="GET"))
     if ok:
         assert inspect_checkpoint("org/flaky").spec.producer == "canonical"
+        assert waits == pytest.approx([1.0 if kind == "429" else hub_store.BASE_WAIT_S] * count, abs=0.05)
         return
     with pytest.raises(EagleConvertError) as info:
         inspect_checkpoint("org/flaky")
     assert "\n" not in info.value.message and "org/flaky" in info.value.message
     if kind == "bad-range":
         return  # full-file downloads send no Range header
+    assert waits == pytest.approx([0.5, 1.0, 2.0], abs=0.05)  # every retry taken, each wait twice the last
     hub.faults.append(Fault("*/resolve/*.safetensors", kind, count=count, method="GET"))
     with pytest.raises(EagleConvertError):
         pull_checkpoint("org/flaky", tmp_path / "pulled")
