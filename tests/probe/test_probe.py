@@ -278,9 +278,9 @@ def test_prompts_go_through_the_targets_chat_template() -> None:
     from transformers import AutoTokenizer
 
     from eagle_convert.probe.text import DEFAULT_PROMPTS, prompt_pool
-    from fixtures.smollm2 import smollm2_checkpoint
+    from fixtures.smollm2 import smollm2_tokenizer
 
-    target = smollm2_checkpoint()
+    target = smollm2_tokenizer()
     ids = prompt_pool(target, 49152, ["The capital of France is", "Speculative decoding drafts tokens"])
     hf = AutoTokenizer.from_pretrained(str(target))
     for prompt, got in zip(["The capital of France is", "Speculative decoding drafts tokens"], ids, strict=True):
