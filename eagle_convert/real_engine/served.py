@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 def served_findings(
     draft: Path,
     spec: DraftSpec,
-    target_config: TargetConfig,
+    target: TargetConfig,
     enabled: Callable[[str], bool],
     settings: EngineSettings,
     server: attached.AttachedServer,
@@ -51,8 +51,7 @@ def served_findings(
     target's weights absent or too big, no torch here)."""
     from eagle_convert.real_engine import BELOW_PROBE_MARGIN, MIN_DRAFTS, engine_prompts, predict
 
-    target = target_config.directory
-    prompts = engine_prompts(target_config, settings)
+    prompts = engine_prompts(target, settings)
     measured = attached.run(
         server.url,
         server.token,
@@ -88,7 +87,7 @@ def served_findings(
         )
     same_text = None
     if reference is not None and loaded is not None:
-        same_text = predict(draft, target, prompts, replace(settings, steps=steps), None, loaded, reference)
+        same_text = predict(draft, target.directory, prompts, replace(settings, steps=steps), None, loaded, reference)
     run = ServedRun(
         measured,
         probe_acceptance_length=same_text.acceptance_length if same_text else None,
