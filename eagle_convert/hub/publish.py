@@ -131,7 +131,7 @@ def push_checkpoint(
             hint=f"run `{again}` to see the findings; fix them (often: `eagle-convert normalize`)",
         )
     ckpt = open_checkpoint(directory)
-    target_cfg = checked.target_config
+    target_cfg = checked.target
     card = render_card(repo_id, detect(ckpt, target_cfg), report, target_cfg, base_model)
     from eagle_convert.render.formats import to_json
 

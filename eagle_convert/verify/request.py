@@ -341,7 +341,7 @@ class CheckedRequest:
     releases: list[Release]
     select: tuple[str, ...]
     ignore: tuple[str, ...]
-    target_config: TargetConfig | None
+    target: TargetConfig | None  # --target as read: its config, its folder, whether it has weights
     token_ids: list[list[int]] | None
     prompts: list[str] | None  # the text prompts as read (--prompts without --token-ids)
     engine_settings: EngineSettings | None  # --level engine: the engine started here, or the attached run's

@@ -196,9 +196,9 @@ class Run:
                 hint="verify a config alone at --level static (its config rules), or point at the checkpoint with "
                 "weights",
             )  # fmt: skip
-        spec = detect(ckpt, checked.target_config, asked.aux_convention)
+        spec = detect(ckpt, checked.target, asked.aux_convention)
         session = Session(
-            ckpt, spec, checked.target_config, device=asked.compute.device, dtype=asked.compute.dtype,
+            ckpt, spec, checked.target, device=asked.compute.device, dtype=asked.compute.dtype,
             token_ids=checked.token_ids, positions=asked.probe.positions, steps=asked.probe.steps,
             served=checked.server is not None, notice=hooks.notice,
         )  # fmt: skip
@@ -212,7 +212,7 @@ class Run:
         canonical, unplaced = map_names(ckpt, spec)
         chosen_views = views(spec, checked.releases, checked.deployment)
         context = Context(
-            ckpt, spec, checked.target_config, checked.engines, checked.request.strict, expected_tensors(spec),
+            ckpt, spec, checked.target, checked.engines, checked.request.strict, expected_tensors(spec),
             canonical, unplaced, chosen_views,
         )  # fmt: skip
         return cls(checked, session, chosen_views, context, hooks)
@@ -268,10 +268,10 @@ def _forward_levels(run: Run, reader: TensorReader) -> tuple[list[Finding], Prob
     draft = session.load_draft(reader)
     reader.close()  # the loaded weights hold what they need
     found = forward_findings(draft, run.enabled, session.compute)
-    if checked.server is not None and checked.target_config is not None:
+    if checked.server is not None and checked.target is not None:
         more, probe, engine_run = _served(run, draft, session.no_probe)
         return found + more, probe, engine_run
-    if checked.depth < LEVELS.index("target") or checked.target_config is None:
+    if checked.depth < LEVELS.index("target") or checked.target is None:
         return found, None, None
     more, probe = probe_findings(draft, session.reference, run.enabled, _probe_settings(run))
     found += more
@@ -292,7 +292,7 @@ def _forward_levels(run: Run, reader: TensorReader) -> tuple[list[Finding], Prob
         dtype=ENGINE_DTYPE_AUTO if asked.compute.dtype == REFERENCE_DTYPE_AUTO else asked.compute.dtype,
     )
     more, engine_run = engine_findings(
-        session.ckpt.root, session.spec, checked.target_config, run.enabled, chosen_engine, probe, session.compute,
+        session.ckpt.root, session.spec, checked.target, run.enabled, chosen_engine, probe, session.compute,
         loaded=draft, reference=session.reference,
     )  # fmt: skip
     return found + more, probe, engine_run
@@ -307,7 +307,7 @@ def _served(
     from eagle_convert.real_engine.served import served_findings
 
     checked = run.checked
-    assert checked.server is not None and checked.target_config is not None
+    assert checked.server is not None and checked.target is not None
     found: list[Finding] = []
     probe: ProbeReport | None = None
     reference: Target | EagleConvertError | None = None
@@ -323,7 +323,7 @@ def _served(
         steps=checked.request.probe.steps,
     )
     more, engine_run = served_findings(
-        run.ckpt.root, run.spec, checked.target_config, run.enabled, settings, checked.server, probe,
+        run.ckpt.root, run.spec, checked.target, run.enabled, settings, checked.server, probe,
         loaded=draft if reference is not None else None, reference=reference, probe_not_run=no_probe,
     )  # fmt: skip
     return found + more, probe, engine_run
@@ -361,7 +361,7 @@ def _manifest(ckpt: Checkpoint, compute: bool, progress: Callable[[int], None] |
 def _outcomes(found: list[Finding], checked: CheckedRequest, ckpt: Checkpoint) -> list[CheckOutcome]:
     """Every rule's outcome: pass, fail, or skipped with the reason."""
     failed = {f.rule_id for f in found}
-    depth, engines, has_target = checked.depth, checked.engines, checked.target_config is not None
+    depth, engines, has_target = checked.depth, checked.engines, checked.target is not None
     out = []
     for rule in RULES.values():
         if not _selected(rule.id, checked.select, checked.ignore):

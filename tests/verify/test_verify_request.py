@@ -154,7 +154,7 @@ def test_engine_url_implies_the_engine_level(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(TARGET_CONFIG))
     checked = VerifyRequest(engine_run=AttachedServer("http://127.0.0.1:9/"), target=tmp_path).validate()
     assert checked.level == "engine" and checked.server is not None and checked.server.url == "http://127.0.0.1:9"
-    assert checked.target_config is not None and checked.target_config.vocab_size == TARGET_CONFIG["vocab_size"]
+    assert checked.target is not None and checked.target.vocab_size == TARGET_CONFIG["vocab_size"]
 
 
 @pytest.mark.parametrize(
@@ -292,5 +292,5 @@ def test_a_target_given_as_its_config_json_has_the_weights_beside_it(tmp_path: P
     (target / "model.safetensors").write_bytes(b"")  # only looked for here: validate reads no weight
     for given in (target, target / "config.json"):
         checked = VerifyRequest(target=given, level="target").validate()
-        assert checked.target_config is not None and checked.target_config.has_weights
-        assert checked.target_config.directory == target
+        assert checked.target is not None and checked.target.has_weights
+        assert checked.target.directory == target
