@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eagle_convert.read.config import TargetConfig
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -73,7 +75,7 @@ def variants(tokens: int) -> int:
     settings = EngineSettings(new_tokens=tokens, baseline=False)
     with tempfile.TemporaryDirectory() as tmp:
         drafts = [variant(draft, v, Path(tmp) / f"v{i}") for i, v in enumerate(VARIANTS)]
-        prompts = engine_prompts(target, settings)
+        prompts = engine_prompts(TargetConfig.from_path(target), settings)
         t0 = time.perf_counter()
         observations = observe(target, drafts, prompts, settings, Path(tmp))
         wall = time.perf_counter() - t0
@@ -99,7 +101,7 @@ def attached(tokens: int, url: str | None, concurrency: int) -> int:
 
     target, draft = engine_pair()
     settings = EngineSettings(new_tokens=tokens, baseline=False)
-    prompts = engine_prompts(target, settings)
+    prompts = engine_prompts(TargetConfig.from_path(target), settings)
     with tempfile.TemporaryDirectory() as tmp:
         if url is None:
             from tests.vllm_server import vllm_server

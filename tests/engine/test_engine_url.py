@@ -52,9 +52,10 @@ def pair() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def prompts(pair: tuple[Path, Path]) -> list[list[int]]:
+    from eagle_convert.read.config import TargetConfig
     from eagle_convert.real_engine import EngineSettings, engine_prompts
 
-    return engine_prompts(pair[0], EngineSettings(new_tokens=NEW_TOKENS))
+    return engine_prompts(TargetConfig.from_path(pair[0]), EngineSettings(new_tokens=NEW_TOKENS))
 
 
 @pytest.fixture(scope="module")
