@@ -31,7 +31,8 @@ FORK_ENV = "EAGLE_CONVERT_TEST_FORK"  # 0: every CLI command as subprocess.run
 # What the zygote imports once: the command tree and what a run of it imports (no module of it reads the environment
 # as it loads; typer.core's TYPER_USE_RICH is the one library setting read then), torch with numpy. Never
 # huggingface_hub or transformers, which read HF_* variables as they load, nor typer.rich_utils (GITHUB_ACTIONS,
-# FORCE_COLOR): a child imports those itself, under its own environment.
+# FORCE_COLOR), nor render.json_output (tests/json_documents.py records what it writes as it is first imported): a
+# child imports those itself, under its own environment.
 PRELOAD = [
     "tests.cli_process",
     "eagle_convert.cli.entry",
@@ -43,12 +44,26 @@ PRELOAD = [
     "eagle_convert.render.normalize_tables",
     "eagle_convert.normalize.plan",
     "eagle_convert.real_engine",
+    "eagle_convert.cli.settings",
+    "eagle_convert.reference.draft_reader",
+    "eagle_convert.render.console",
+    "eagle_convert.render.formats",
+    "eagle_convert.render.progress",
+    "eagle_convert.verify.static",
+    "eagle_convert.verify.tensors",
+    "typer._adapters",
+    "typer._click.decorators",
     "rich.console",
     "rich.table",
     "rich.progress",
     "jsonschema",
-    "pydantic",
-    "packaging.version",
+    "pydantic.main",
+    "packaging.requirements",
+    "packaging.tags",
+    "tomllib",
+    "zoneinfo",
+    "sysconfig",
+    "xml.etree.ElementTree",
     "numpy",
     "torch",
     "safetensors",
@@ -126,7 +141,7 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    # fresh streams on the new descriptors, as a Python started on them makes them (UTF-8 here: see PYTHONUTF8)
+    # fresh streams on the new descriptors, as a Python started on them makes them (the tests run in a UTF-8 locale)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict")
     sys.stderr = io.TextIOWrapper(
