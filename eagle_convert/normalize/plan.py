@@ -196,7 +196,7 @@ def normalize_checkpoint(
         with sources:
             write_checkpoint(out, shards, files, force=req.force, progress=progress, check=check, sources=sources)
         report.written = True
-        report.verify = verdicts(out, req.target)
+        report.verify = verdicts(out, raw_out, req.target)
     return report
 
 

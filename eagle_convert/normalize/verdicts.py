@@ -9,11 +9,10 @@ normalize's ``--target``, so a problem normalize cannot fix is named here instea
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from eagle_convert.releases import resolve_engines
 
 SEVERE = ("error", "warning")
 
@@ -57,15 +56,16 @@ class Verdicts:
         }
 
 
-def verdicts(out: Path, target: Path | None) -> Verdicts:
-    """verify's verdict on the draft written to ``out`` for each release ``verify OUT`` checks (static: configs and
-    headers; no byte is hashed), with the target normalize was given."""
+def verdicts(out: Path, config: Mapping[str, Any], target: Path | None) -> Verdicts:
+    """verify's verdict on the draft written to ``out`` (its config.json is ``config``) for each release ``verify
+    OUT`` checks (static: configs and headers; no byte is hashed), with the target normalize was given."""
     from eagle_convert.verify.request import DEFAULT_LEVEL, VerifyRequest
     from eagle_convert.verify.run import verify_checkpoint
 
-    chosen = verify_checkpoint(out, VerifyRequest(target=target, compute_hashes=False)).engine  # verify's own choice
+    # verify's own choice of releases for this config (CheckedRequest.with_recorded), without a run of its own
+    chosen = VerifyRequest(target=target, compute_hashes=False).validate().with_recorded(config).releases
     found = []
-    for release in resolve_engines(chosen):
+    for release in chosen:
         report = verify_checkpoint(out, VerifyRequest(target=target, engine=release.name, compute_hashes=False))
         errors, warnings = (tuple(dict.fromkeys(f.rule_id for f in report.findings if f.severity == s)) for s in SEVERE)
         found.append(ReleaseVerdict(release.name, report.status, errors, warnings))
